@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import path
+from django.views.generic import RedirectView
+
+admin.site.site_header = "Hierarch"
+admin.site.site_title = "Hierarch designer"
+admin.site.index_title = "Design processes, agents, skills and actions"
+
+urlpatterns = [
+    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,511 @@
+"""Every write to entities, their links, steps, versions and status.
+
+`entities_save` is the one path: the admin, the import command and (later) the API call it
+with definitions in the exchange format. It validates the whole batch against the workspace
+as it would be after the save, and either writes everything in one transaction or raises
+`DefinitionInvalid` with every problem and writes nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from entities.definition import (
+    DefinitionInvalid,
+    Problem,
+    is_tool_reference,
+    normalize,
+    normalize_tool,
+)
+from entities.exchange import definition_of, tools_of, with_relations
+from entities.models import (
+    ChildLink,
+    Entity,
+    EntityStatus,
+    EntityStatusChange,
+    EntityVersion,
+    PlanStep,
+    Workspace,
+)
+from entities.validation import Catalog, Draft, graph_problems, lay_over
+from entities.versioning import bump_version, classify
+from tools.models import Tool
+
+# Which status may follow which (seed 000 §3.1: transitions are logged for compliance).
+STATUS_TRANSITIONS: dict[str, set[str]] = {
+    EntityStatus.DRAFT: {EntityStatus.ACTIVE, EntityStatus.ARCHIVED},
+    EntityStatus.ACTIVE: {EntityStatus.DRAFT, EntityStatus.DEPRECATED, EntityStatus.ARCHIVED},
+    EntityStatus.DEPRECATED: {EntityStatus.ACTIVE, EntityStatus.ARCHIVED},
+    EntityStatus.ARCHIVED: {EntityStatus.DRAFT},
+}
+
+
+@dataclass
+class SaveResult:
+    entity: Entity
+    created: bool
+    version: EntityVersion | None  # None when the definition did not change
+
+    @property
+    def changed(self) -> bool:
+        return self.created or self.version is not None
+
+
+@dataclass
+class _Item:
+    raw: Any
+    entity: Entity | None
+    label: str
+    definition: dict | None = None
+    key: str = ""
+
+
+def entity_save(
+    *,
+    workspace: Workspace,
+    definition: Any,
+    user: Any = None,
+    entity: Entity | None = None,
+) -> SaveResult:
+    """Create an entity, or update `entity`, from one definition."""
+    return entities_save(
+        workspace=workspace, definitions=[definition], user=user, targets=[entity], labels=[""]
+    )[0]
+
+
+def entities_import(
+    *, workspace: Workspace, definitions: list[Any], user: Any = None
+) -> list[SaveResult]:
+    """Import a bundle, all or nothing. Each definition updates the entity of the workspace
+    whose id or string id (`external_id`) matches its `metadata.id`, or creates a new one."""
+    from entities.exchange import labels_for
+
+    targets = [_match(workspace, d) for d in definitions]
+    return entities_save(
+        workspace=workspace,
+        definitions=definitions,
+        user=user,
+        targets=targets,
+        labels=labels_for(definitions),
+        keep_timestamps=True,
+    )
+
+
+def _match(workspace: Workspace, definition: Any) -> Entity | None:
+    if not isinstance(definition, dict) or not isinstance(definition.get("metadata"), dict):
+        return None
+    ref = definition["metadata"].get("id")
+    if not ref:
+        return None
+    ref = str(ref)
+    entities = Entity.objects.filter(workspace=workspace)
+    try:
+        return entities.get(pk=uuid.UUID(ref))
+    except (ValueError, Entity.DoesNotExist):
+        pass
+    return entities.filter(external_id=ref).first()
+
+
+def entities_save(
+    *,
+    workspace: Workspace,
+    definitions: list[Any],
+    targets: list[Entity | None],
+    labels: list[str],
+    user: Any = None,
+    keep_timestamps: bool = False,
+) -> list[SaveResult]:
+    """Validate and write a batch of definitions; `targets[i]` is the entity to update."""
+    with transaction.atomic():
+        # One design-time writer per workspace at a time: two saves that each look fine
+        # could together form a cycle.
+        Workspace.objects.select_for_update().get(pk=workspace.pk)
+        items = [
+            _Item(raw=raw, entity=target, label=label)
+            for raw, target, label in zip(definitions, targets, labels, strict=True)
+        ]
+        problems = _check(workspace, items)
+        if problems:
+            raise DefinitionInvalid(problems)
+        return _write(workspace, items, user=user, keep_timestamps=keep_timestamps)
+
+
+def _check(workspace: Workspace, items: list[_Item]) -> list[Problem]:
+    problems: list[Problem] = []
+    for index, item in enumerate(items):
+        definition, found = normalize(item.raw)
+        problems += [Problem(p.path, p.message, item.label) for p in found]
+        item.definition = definition if not found else None
+        item.key = str(item.entity.pk) if item.entity else f"new:{index}"
+    seen_targets: dict[str, str] = {}
+    for item in items:
+        if item.entity is None:
+            continue
+        if item.key in seen_targets:
+            problems.append(
+                Problem(
+                    "metadata.id",
+                    f"{seen_targets[item.key]} already defines this entity",
+                    item.label,
+                )
+            )
+        seen_targets[item.key] = item.label or "another definition"
+    if problems:
+        return problems
+
+    for item in items:
+        problems += _lifecycle_problems(item)
+    problems += _inline_tool_conflicts(items)
+
+    catalog = Catalog.load(workspace)
+    drafts = [Draft(definition=item.definition, key=item.key, label=item.label) for item in items]
+    found = lay_over(catalog, drafts)
+    problems += found
+    if not found:
+        problems += graph_problems(catalog, drafts)
+    for item, draft in zip(items, drafts, strict=True):
+        item.draft = draft  # type: ignore[attr-defined]
+    items[0].catalog = catalog  # type: ignore[attr-defined]
+    return problems
+
+
+def _lifecycle_problems(item: _Item) -> list[Problem]:
+    problems: list[Problem] = []
+    entity, metadata = item.entity, item.definition["metadata"]
+    if entity is None:
+        return problems
+    if metadata["type"] != entity.type:
+        problems.append(
+            Problem(
+                "metadata.type",
+                f"cannot change from {entity.type} to {metadata['type']}: an entity's type "
+                "never changes; create a new entity instead",
+                item.label,
+            )
+        )
+    new_status = metadata["status"]
+    if new_status != entity.status and new_status not in STATUS_TRANSITIONS[entity.status]:
+        allowed = ", ".join(sorted(STATUS_TRANSITIONS[entity.status]))
+        problems.append(
+            Problem(
+                "metadata.status",
+                f"cannot go from {entity.status} to {new_status}; from {entity.status} an "
+                f"entity can go to {allowed}",
+                item.label,
+            )
+        )
+    return problems
+
+
+def _inline_tool_conflicts(items: list[_Item]) -> list[Problem]:
+    problems: list[Problem] = []
+    defined: dict[str, tuple[dict, str]] = {}
+    for item in items:
+        for index, tool in enumerate(item.definition["capabilities"]["tools"]):
+            if is_tool_reference(tool):
+                continue
+            earlier = defined.get(tool["tool_id"])
+            if earlier and earlier[0] != tool:
+                problems.append(
+                    Problem(
+                        f"capabilities.tools[{index}]",
+                        f"defines tool {tool['tool_id']!r} differently from "
+                        f"{earlier[1] or 'another definition'}; define it once",
+                        item.label,
+                    )
+                )
+            defined.setdefault(tool["tool_id"], (tool, item.label))
+    return problems
+
+
+def _write(
+    workspace: Workspace, items: list[_Item], *, user: Any, keep_timestamps: bool
+) -> list[SaveResult]:
+    now = timezone.now()
+    catalog: Catalog = items[0].catalog  # type: ignore[attr-defined]
+    for item in items:
+        for tool in item.definition["capabilities"]["tools"]:
+            if not is_tool_reference(tool):
+                tool_upsert(workspace=workspace, definition=tool)
+
+    previous: dict[str, dict | None] = {}
+    key_to_entity: dict[str, Entity] = {}
+    created: set[str] = set()
+    for item in items:
+        entity = item.entity
+        if entity is None:
+            entity = Entity(workspace=workspace, created_by=_user_or_none(user))
+            created.add(item.key)
+            previous[item.key] = None
+        else:
+            latest = entity.versions.order_by("-created_at", "-id").first()
+            previous[item.key] = latest.definition if latest else None
+        _assign_columns(entity, item.definition, now=now, keep_timestamps=keep_timestamps)
+        entity.save()
+        key_to_entity[item.key] = entity
+
+    def entity_for(key: str | None) -> Entity | None:
+        if key is None:
+            return None
+        if key in key_to_entity:
+            return key_to_entity[key]
+        return Entity.objects.get(pk=key)
+
+    for item in items:
+        entity = key_to_entity[item.key]
+        draft: Draft = item.draft  # type: ignore[attr-defined]
+        entity.parent = entity_for(draft.resolved_parent)
+        entity.save(update_fields=["parent"])
+        entity.child_links.all().delete()
+        entity.plan_steps.all().delete()
+        ChildLink.objects.bulk_create(
+            ChildLink(
+                parent=entity,
+                child=entity_for(child_key),
+                relationship=link["relationship"],
+                condition=link["condition"],
+                order=position,
+                input_mapping=link["input_mapping"],
+            )
+            for position, (link, child_key) in enumerate(
+                zip(item.definition["hierarchy"]["children"], draft.resolved_children, strict=True),
+                start=1,
+            )
+        )
+        PlanStep.objects.bulk_create(
+            PlanStep(
+                entity=entity,
+                step_id=step["step_id"],
+                order=step["order"],
+                name=step["name"],
+                description=step["description"],
+                type=step["type"],
+                target_entity=entity_for(target_key),
+                target_tool_id=step["target"]["tool_id"] or "",
+                prompt_template=step["target"]["prompt_template"] or "",
+                required=step["required"],
+                exit_conditions=step["exit_conditions"],
+                input_mapping=step["input_mapping"],
+            )
+            for step, target_key in zip(
+                item.definition["planning"]["static_plan"]["steps"],
+                draft.resolved_step_targets,
+                strict=True,
+            )
+        )
+
+    _refresh_derived(workspace, catalog, key_to_entity)
+
+    results: list[SaveResult] = []
+    tools = tools_of(workspace)
+    for item in items:
+        entity = key_to_entity[item.key]
+        fresh = with_relations(Entity.objects.filter(pk=entity.pk)).get()
+        old_status = "" if item.key in created else item.entity.status  # type: ignore[union-attr]
+        if fresh.status != old_status:
+            EntityStatusChange.objects.create(
+                entity=fresh,
+                from_status=old_status,
+                to_status=fresh.status,
+                changed_by=_user_or_none(user),
+                reason="created" if not old_status else "",
+            )
+        version = _record_version(fresh, previous[item.key], user=user, tools=tools, now=now)
+        results.append(SaveResult(entity=fresh, created=item.key in created, version=version))
+    return results
+
+
+def _assign_columns(entity: Entity, d: dict, *, now: datetime, keep_timestamps: bool) -> None:
+    metadata, identity = d["metadata"], d["identity"]
+    entity.type = metadata["type"]
+    entity.status = metadata["status"]
+    entity.tags = metadata["tags"]
+    if entity._state.adding:
+        own_id = metadata.get("id")
+        if own_id:
+            try:
+                uuid.UUID(str(own_id))
+                is_uuid = True
+            except ValueError:
+                is_uuid = False
+            entity.external_id = str(own_id)
+            if is_uuid and not Entity.objects.filter(pk=own_id).exists():
+                entity.id = uuid.UUID(str(own_id))
+        entity.version = metadata.get("version") or "1.0.0"
+        entity.created_at = (
+            _parse_time(metadata.get("created_at")) if keep_timestamps else None
+        ) or now
+        entity.updated_at = (
+            _parse_time(metadata.get("updated_at")) if keep_timestamps else None
+        ) or entity.created_at
+    entity.name = identity["name"]
+    entity.display_name = identity["display_name"]
+    entity.description = identity["description"]
+    entity.persona = identity["persona"]
+    entity.icon = identity["icon"] or ""
+    entity.color = identity["color"] or ""
+    entity.logic_gate = d["logic_gate"]
+    planning = copy.deepcopy(d["planning"])
+    planning["static_plan"].pop("steps", None)
+    entity.planning = planning
+    capabilities = copy.deepcopy(d["capabilities"])
+    capabilities["tools"] = [{"tool_id": tool["tool_id"]} for tool in capabilities["tools"]]
+    entity.capabilities = capabilities
+    entity.governance = d["governance"]
+    entity.io_contract = d["io_contract"]
+    entity.observability = d["observability"]
+    entity.metadata_extensions = d["metadata_extensions"]
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return moment if timezone.is_aware(moment) else timezone.make_aware(moment)
+
+
+def _user_or_none(user: Any) -> Any:
+    return user if user is not None and getattr(user, "is_authenticated", False) else None
+
+
+def _refresh_derived(
+    workspace: Workspace, catalog: Catalog, key_to_entity: dict[str, Entity]
+) -> None:
+    """Recompute is_atomic and composition_depth for the whole workspace."""
+    real = {key: str(entity.pk) for key, entity in key_to_entity.items()}
+    depths = {real.get(k, k): v for k, v in catalog.depths().items()}
+    atomic = {real.get(k, k): not node.children for k, node in catalog.nodes.items()}
+    changed = []
+    for entity in Entity.objects.filter(workspace=workspace).only(
+        "id", "is_atomic", "composition_depth"
+    ):
+        key = str(entity.pk)
+        depth, is_atomic = depths.get(key, 0), atomic.get(key, True)
+        if entity.composition_depth != depth or entity.is_atomic != is_atomic:
+            entity.composition_depth, entity.is_atomic = depth, is_atomic
+            changed.append(entity)
+    Entity.objects.bulk_update(changed, ["composition_depth", "is_atomic"])
+
+
+def _record_version(
+    entity: Entity,
+    previous: dict | None,
+    *,
+    user: Any,
+    tools: dict[str, Tool],
+    now: datetime,
+) -> EntityVersion | None:
+    definition = definition_of(entity, tools=tools)
+    if previous is None:
+        return EntityVersion.objects.create(
+            entity=entity,
+            version=entity.version,
+            change=EntityVersion.Change.INITIAL,
+            summary="created",
+            definition=definition,
+            created_by=_user_or_none(user),
+        )
+    bump = classify(previous, definition)
+    if bump.kind == "NONE":
+        return None
+    entity.version = bump_version(entity.version, bump.kind)
+    entity.updated_at = now
+    entity.save(update_fields=["version", "updated_at"])
+    definition["metadata"]["version"] = entity.version
+    definition["metadata"]["updated_at"] = definition_of(entity, tools=tools)["metadata"][
+        "updated_at"
+    ]
+    return EntityVersion.objects.create(
+        entity=entity,
+        version=entity.version,
+        change=bump.kind,
+        summary=bump.summary,
+        definition=definition,
+        created_by=_user_or_none(user),
+    )
+
+
+def entity_set_status(
+    *, entity: Entity, status: str, user: Any = None, reason: str = ""
+) -> EntityStatusChange:
+    """Move an entity to another status; the transition is checked and audited."""
+    with transaction.atomic():
+        entity = Entity.objects.select_for_update().get(pk=entity.pk)
+        if status not in EntityStatus.values:
+            raise DefinitionInvalid([Problem("metadata.status", f"{status!r} is not a status")])
+        if status == entity.status:
+            raise DefinitionInvalid([Problem("metadata.status", f"the entity is already {status}")])
+        if status not in STATUS_TRANSITIONS[entity.status]:
+            allowed = ", ".join(sorted(STATUS_TRANSITIONS[entity.status]))
+            raise DefinitionInvalid(
+                [
+                    Problem(
+                        "metadata.status",
+                        f"cannot go from {entity.status} to {status}; from {entity.status} an "
+                        f"entity can go to {allowed}",
+                    )
+                ]
+            )
+        change = EntityStatusChange.objects.create(
+            entity=entity,
+            from_status=entity.status,
+            to_status=status,
+            changed_by=_user_or_none(user),
+            reason=reason[:200],
+        )
+        entity.status = status
+        entity.updated_at = timezone.now()
+        entity.save(update_fields=["status", "updated_at"])
+        return change
+
+
+def entity_rollback(*, version: EntityVersion, user: Any = None) -> SaveResult:
+    """Restore a snapshot as a new version. Tools are restored by reference: the registry's
+    current definition of each tool is kept, so a rollback never changes another entity."""
+    entity = version.entity
+    definition = copy.deepcopy(version.definition)
+    definition["metadata"]["status"] = entity.status
+    definition["metadata"]["type"] = entity.type
+    definition["capabilities"]["tools"] = [
+        {"tool_id": tool["tool_id"]} for tool in definition["capabilities"].get("tools", [])
+    ]
+    return entity_save(workspace=entity.workspace, definition=definition, user=user, entity=entity)
+
+
+def tool_upsert(*, workspace: Workspace, definition: Any) -> Tool:
+    """Create or update a tool of the workspace's registry from its definition."""
+    tool_definition, problems = normalize_tool(definition)
+    if problems:
+        raise DefinitionInvalid(problems)
+    fields = {
+        "name": tool_definition["name"],
+        "description": tool_definition["description"],
+        "provider": tool_definition["provider"],
+        "authentication": tool_definition["authentication"],
+        "function_schema": tool_definition["function_schema"],
+        "rate_limit": tool_definition["rate_limit"],
+        "permissions": tool_definition["permissions"],
+        "sandbox_mode": tool_definition["sandbox_mode"],
+    }
+    tool, created = Tool.objects.get_or_create(
+        workspace=workspace, tool_id=tool_definition["tool_id"], defaults=fields
+    )
+    if not created and any(getattr(tool, k) != v for k, v in fields.items()):
+        for key, value in fields.items():
+            setattr(tool, key, value)
+        tool.save()
+    return tool
+
+
+def workspace_create(*, name: str, slug: str) -> Workspace:
+    return Workspace.objects.create(name=name, slug=slug)

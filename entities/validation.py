@@ -1,0 +1,410 @@
+"""Design-time checks that need the rest of the workspace (seed 000 §9.1).
+
+The workspace's entities and links are read once into a `Catalog`; the definitions being saved
+are laid over it as `Draft`s; then references, cycles, depth and budgets are checked on the
+result, so a save sees the hierarchy exactly as it would be after the save.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from entities.definition import Problem, is_tool_reference, join_path
+
+
+def _money(value: Any) -> Decimal | None:
+    return None if value is None else Decimal(str(value))
+
+
+def _fmt(amount: Decimal) -> str:
+    return f"${amount.normalize():f}" if amount == amount.to_integral() else f"${amount:f}"
+
+
+@dataclass
+class Node:
+    key: str
+    name: str
+    type: str
+    max_cost: Decimal | None
+    max_depth: int
+    children: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Draft:
+    """A normalised definition about to be saved, and where its problems should point."""
+
+    definition: dict
+    key: str
+    label: str = ""
+    resolved_children: list[str | None] = field(default_factory=list)
+    resolved_step_targets: list[str | None] = field(default_factory=list)
+    resolved_parent: str | None = None
+
+
+class Catalog:
+    """The entities, links and tools of one workspace, as validation sees them."""
+
+    def __init__(self, nodes: Iterable[Node], refs: dict[str, str], tools: set[str]):
+        self.nodes: dict[str, Node] = {node.key: node for node in nodes}
+        self.refs = refs
+        self.tools = tools
+
+    @classmethod
+    def load(cls, workspace: Any) -> Catalog:
+        from entities.models import ChildLink, Entity
+        from tools.models import Tool
+
+        nodes: dict[str, Node] = {}
+        refs: dict[str, str] = {}
+        rows = Entity.objects.filter(workspace=workspace).values_list(
+            "id", "external_id", "name", "type", "governance"
+        )
+        for pk, external_id, name, entity_type, governance in rows:
+            key = str(pk)
+            costs = (governance or {}).get("cost_controls", {})
+            limits = (governance or {}).get("execution_limits", {})
+            nodes[key] = Node(
+                key=key,
+                name=name,
+                type=entity_type,
+                max_cost=_money(costs.get("max_cost_usd")),
+                max_depth=limits.get("max_recursion_depth", 5),
+            )
+            refs[key] = key
+            refs[name] = key
+            if external_id:
+                refs[external_id] = key
+        links = ChildLink.objects.filter(parent__workspace=workspace).order_by("order", "id")
+        for parent_id, child_id in links.values_list("parent_id", "child_id"):
+            nodes[str(parent_id)].children.append(str(child_id))
+        tools = set(Tool.objects.filter(workspace=workspace).values_list("tool_id", flat=True))
+        return cls(nodes.values(), refs, tools)
+
+    def resolve(self, ref: Any) -> str | None:
+        return self.refs.get(str(ref)) if ref not in (None, "") else None
+
+    def name(self, key: str) -> str:
+        return self.nodes[key].name
+
+    # graph queries on the catalog as it stands (drafts already laid over it)
+
+    def path_between(self, start: str, goal: str) -> list[str] | None:
+        """A chain of keys from start down to goal, if goal is reachable."""
+        stack: list[tuple[str, list[str]]] = [(start, [start])]
+        seen: set[str] = set()
+        while stack:
+            key, path = stack.pop()
+            if key == goal:
+                return path
+            if key in seen or key not in self.nodes:
+                continue
+            seen.add(key)
+            for child in reversed(self.nodes[key].children):
+                stack.append((child, [*path, child]))
+        return None
+
+    def deepest_chain(self, key: str, memo: dict[str, list[str]] | None = None) -> list[str]:
+        """The longest chain of keys below (and including) `key`; the graph must be acyclic."""
+        memo = {} if memo is None else memo
+        if key in memo:
+            return memo[key]
+        best: list[str] = []
+        for child in self.nodes[key].children:
+            if child in self.nodes:
+                chain = self.deepest_chain(child, memo)
+                if len(chain) > len(best):
+                    best = chain
+        memo[key] = [key, *best]
+        return memo[key]
+
+    def parents_of(self, key: str) -> list[str]:
+        return [n.key for n in self.nodes.values() if key in n.children]
+
+    def ancestors_of(self, keys: Iterable[str]) -> set[str]:
+        parents: dict[str, set[str]] = {}
+        for node in self.nodes.values():
+            for child in node.children:
+                parents.setdefault(child, set()).add(node.key)
+        found: set[str] = set()
+        frontier = list(keys)
+        while frontier:
+            key = frontier.pop()
+            for parent in parents.get(key, ()):
+                if parent not in found:
+                    found.add(parent)
+                    frontier.append(parent)
+        return found
+
+    def depths(self) -> dict[str, int]:
+        """composition_depth: the longest path from a root (an entity with no parent)."""
+        has_parent = {c for n in self.nodes.values() for c in n.children}
+        depth: dict[str, int] = {}
+        order: list[str] = []
+        state: dict[str, int] = {}
+
+        def visit(key: str) -> None:  # topological order, iterative-safe for our sizes
+            state[key] = 1
+            for child in self.nodes[key].children:
+                if child in self.nodes and state.get(child, 0) == 0:
+                    visit(child)
+            state[key] = 2
+            order.append(key)
+
+        for key in self.nodes:
+            if state.get(key, 0) == 0:
+                visit(key)
+        for key in self.nodes:
+            if key not in has_parent:
+                depth[key] = 0
+        for key in reversed(order):
+            for child in self.nodes[key].children:
+                if child in self.nodes:
+                    depth[child] = max(depth.get(child, 0), depth.get(key, 0) + 1)
+        return depth
+
+
+def lay_over(catalog: Catalog, drafts: list[Draft]) -> list[Problem]:
+    """Add the drafts to the catalog (names, ids, links) and resolve their references."""
+    problems: list[Problem] = []
+    # Names and ids first, so drafts can refer to each other in any order.
+    for draft in drafts:
+        definition = draft.definition
+        name = definition["identity"]["name"]
+        node = catalog.nodes.get(draft.key)
+        renamed = node is not None and node.name != name
+        if renamed and catalog.refs.get(node.name) == draft.key:
+            del catalog.refs[node.name]
+        owner = catalog.refs.get(name)
+        if owner is not None and owner != draft.key:
+            other = next((d for d in drafts if d.key == owner), None)
+            where = f"entity {other.label}" if other and other.label else "another entity"
+            problems.append(
+                Problem(
+                    "identity.name",
+                    f"{where} of this workspace is already named {name!r}; names are unique "
+                    "within a workspace",
+                    draft.label,
+                )
+            )
+        else:
+            catalog.refs[name] = draft.key
+        own_id = definition["metadata"].get("id")
+        if own_id:
+            catalog.refs.setdefault(str(own_id), draft.key)
+        governance = definition["governance"]
+        catalog.nodes[draft.key] = Node(
+            key=draft.key,
+            name=name,
+            type=definition["metadata"]["type"],
+            max_cost=_money(governance["cost_controls"]["max_cost_usd"]),
+            max_depth=governance["execution_limits"]["max_recursion_depth"],
+        )
+
+    bundle_tools = {
+        tool["tool_id"]
+        for draft in drafts
+        for tool in draft.definition["capabilities"]["tools"]
+        if not is_tool_reference(tool)
+    }
+    for draft in drafts:
+        problems += _resolve(catalog, draft, bundle_tools)
+    return problems
+
+
+def _resolve(catalog: Catalog, draft: Draft, bundle_tools: set[str]) -> list[Problem]:
+    problems: list[Problem] = []
+    definition = draft.definition
+    label = draft.label
+    hierarchy = definition["hierarchy"]
+
+    parent_ref = hierarchy.get("parent_id")
+    if parent_ref:
+        draft.resolved_parent = catalog.resolve(parent_ref)
+        if draft.resolved_parent is None:
+            problems.append(
+                Problem(
+                    "hierarchy.parent_id",
+                    f"there is no entity {parent_ref!r} in this workspace",
+                    label,
+                )
+            )
+        elif draft.resolved_parent == draft.key:
+            problems.append(
+                Problem("hierarchy.parent_id", "an entity cannot be its own parent", label)
+            )
+
+    node = catalog.nodes[draft.key]
+    draft.resolved_children = []
+    for index, link in enumerate(hierarchy["children"]):
+        path = join_path("hierarchy", "children", index, "child_id")
+        child = catalog.resolve(link["child_id"])
+        draft.resolved_children.append(child)
+        if child is None:
+            problems.append(
+                Problem(
+                    path,
+                    f"there is no entity {link['child_id']!r} in this workspace; create it "
+                    "first or check the id",
+                    label,
+                )
+            )
+            continue
+        if child == draft.key:
+            problems.append(Problem(path, "an entity cannot be its own child", label))
+            continue
+        child_type = catalog.nodes[child].type
+        if link.get("child_type") and link["child_type"] != child_type:
+            problems.append(
+                Problem(
+                    join_path("hierarchy", "children", index, "child_type"),
+                    f"says {link['child_type']} but {catalog.name(child)!r} is a {child_type}",
+                    label,
+                )
+            )
+        node.children.append(child)
+
+    tool_ids = {tool["tool_id"] for tool in definition["capabilities"]["tools"]}
+    for index, tool in enumerate(definition["capabilities"]["tools"]):
+        if is_tool_reference(tool) and tool["tool_id"] not in catalog.tools | bundle_tools:
+            problems.append(
+                Problem(
+                    join_path("capabilities", "tools", index, "tool_id"),
+                    f"there is no tool {tool['tool_id']!r} in this workspace's tool registry; "
+                    "add it under Tools or define it here in full",
+                    label,
+                )
+            )
+
+    children = set(draft.resolved_children) - {None}
+    draft.resolved_step_targets = []
+    for index, step in enumerate(definition["planning"]["static_plan"]["steps"]):
+        target = step["target"]
+        path = join_path("planning", "static_plan", "steps", index, "target")
+        resolved = None
+        if target.get("entity_id"):
+            resolved = catalog.resolve(target["entity_id"])
+            if resolved is None:
+                problems.append(
+                    Problem(
+                        f"{path}.entity_id",
+                        f"there is no entity {target['entity_id']!r} in this workspace",
+                        label,
+                    )
+                )
+            elif resolved not in children:
+                problems.append(
+                    Problem(
+                        f"{path}.entity_id",
+                        f"{catalog.name(resolved)!r} is not a child of this entity; add it "
+                        "under hierarchy.children first",
+                        label,
+                    )
+                )
+        draft.resolved_step_targets.append(resolved)
+        if target.get("tool_id") and target["tool_id"] not in tool_ids:
+            problems.append(
+                Problem(
+                    f"{path}.tool_id",
+                    f"tool {target['tool_id']!r} is not in this entity's capabilities.tools; "
+                    "add it there first",
+                    label,
+                )
+            )
+    return problems
+
+
+def graph_problems(catalog: Catalog, drafts: list[Draft]) -> list[Problem]:
+    """Cycles, depth over max_recursion_depth and child budgets over the parent's."""
+    problems: list[Problem] = []
+    draft_by_key = {d.key: d for d in drafts}
+
+    cyclic = False
+    for draft in drafts:
+        for index, child in enumerate(draft.resolved_children):
+            if child is None or child == draft.key:
+                continue
+            path = catalog.path_between(child, draft.key)
+            if path is not None:
+                cyclic = True
+                chain = " → ".join(catalog.name(k) for k in [draft.key, *path])
+                problems.append(
+                    Problem(
+                        join_path("hierarchy", "children", index, "child_id"),
+                        f"creates a cycle: {chain}; an entity cannot be its own ancestor",
+                        draft.label,
+                    )
+                )
+    if cyclic or any(d.resolved_children.count(d.key) for d in drafts):
+        return problems
+
+    memo: dict[str, list[str]] = {}
+    affected = set(draft_by_key) | catalog.ancestors_of(draft_by_key)
+    for key in sorted(affected, key=lambda k: catalog.name(k)):
+        node = catalog.nodes[key]
+        chain = catalog.deepest_chain(key, memo)
+        levels = len(chain) - 1
+        if levels <= node.max_depth:
+            continue
+        names = " → ".join(catalog.name(k) for k in chain)
+        if key in draft_by_key:
+            problems.append(
+                Problem(
+                    "hierarchy.children",
+                    f"nests {levels} levels deep ({names}), more than its "
+                    f"max_recursion_depth of {node.max_depth}",
+                    draft_by_key[key].label,
+                )
+            )
+        else:
+            culprit = next(d for d in drafts if d.key in chain)
+            problems.append(
+                Problem(
+                    "hierarchy.children",
+                    f"makes {node.name!r} nest {levels} levels deep ({names}), more than its "
+                    f"max_recursion_depth of {node.max_depth}",
+                    culprit.label,
+                )
+            )
+
+    budget_holders = set(draft_by_key)
+    for key in draft_by_key:
+        budget_holders.update(catalog.parents_of(key))
+    for key in sorted(budget_holders, key=lambda k: catalog.name(k)):
+        node = catalog.nodes[key]
+        if node.max_cost is None:
+            continue
+        shares = [
+            (catalog.nodes[c].name, catalog.nodes[c].max_cost)
+            for c in node.children
+            if c in catalog.nodes and catalog.nodes[c].max_cost is not None
+        ]
+        total = sum((amount for _, amount in shares), Decimal(0))
+        if total <= node.max_cost:
+            continue
+        detail = ", ".join(f"{name} {_fmt(amount)}" for name, amount in shares)
+        if key in draft_by_key:
+            problems.append(
+                Problem(
+                    "governance.cost_controls.max_cost_usd",
+                    f"the children's budgets add up to {_fmt(total)} ({detail}), more than "
+                    f"this entity's max_cost_usd of {_fmt(node.max_cost)}",
+                    draft_by_key[key].label,
+                )
+            )
+        else:
+            for draft in drafts:
+                if draft.key in node.children:
+                    problems.append(
+                        Problem(
+                            "governance.cost_controls.max_cost_usd",
+                            f"with this budget the children of {node.name!r} add up to "
+                            f"{_fmt(total)} ({detail}), more than its max_cost_usd of "
+                            f"{_fmt(node.max_cost)}",
+                            draft.label,
+                        )
+                    )
+    return problems

@@ -1,0 +1,1 @@
+"""The execution engine core: plain Python, no Django (see ../shared/DESIGN.md)."""

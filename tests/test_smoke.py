@@ -1,0 +1,70 @@
+"""The embedded default end to end: demo setup, the admin, deploy checks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from entities.models import Entity, Workspace
+
+pytestmark = pytest.mark.smoke
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_it_sets_up_the_demo_idempotently(db):
+    out = StringIO()
+    call_command("setup_demo", stdout=out)
+    assert "login: admin / admin" in out.getvalue()
+    demo = Workspace.objects.get(slug="demo")
+    names = set(Entity.objects.filter(workspace=demo).values_list("name", flat=True))
+    assert {
+        "video_ad_creation_process",
+        "content_analyst_agent",
+        "information_extraction_skill",
+        "nlp_parsing_action",
+    } <= names
+
+    again = StringIO()
+    call_command("setup_demo", stdout=again)
+    assert "(0 created or updated)" in again.getvalue()
+    assert Entity.objects.filter(workspace=demo).count() == len(names)
+
+
+def test_the_demo_process_has_four_levels(db):
+    call_command("setup_demo", stdout=StringIO())
+    depths = dict(Entity.objects.values_list("name", "composition_depth"))
+    assert depths["video_ad_creation_process"] == 0
+    assert depths["content_analyst_agent"] == 1
+    assert depths["information_extraction_skill"] == 2
+    assert depths["nlp_parsing_action"] == 3
+    assert Entity.objects.get(name="nlp_parsing_action").is_atomic
+
+
+def test_it_passes_the_deploy_checks_with_debug_off():
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("SECURE_") and not key.endswith("_COOKIE_SECURE")
+    }
+    env.update(
+        DEBUG="0",
+        SECRET_KEY="a-long-random-production-key-" + "q7Zp2Lm9Xc4Vb8Nw" * 3,
+        ALLOWED_HOSTS="hierarch.example.com",
+    )
+    result = subprocess.run(  # noqa: S603
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "DEBUG"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues" in result.stdout
