@@ -80,6 +80,16 @@ def entity_save(
     )[0]
 
 
+def entity_validate(
+    *, workspace: Workspace, definition: Any, entity: Entity | None = None
+) -> list[Problem]:
+    """Every problem `entity_save` would report, without writing. Inside a transaction it
+    holds the workspace's design lock, so a save in the same transaction sees the same world."""
+    with transaction.atomic():
+        Workspace.objects.select_for_update().get(pk=workspace.pk)
+        return _check(workspace, [_Item(raw=definition, entity=entity, label="")])
+
+
 def entities_import(
     *, workspace: Workspace, definitions: list[Any], user: Any = None
 ) -> list[SaveResult]:

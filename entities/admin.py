@@ -1,0 +1,801 @@
+"""The admin as the first designer: entities with their child links and plan steps, versions
+with restore, workspaces and members. Every queryset is scoped to the user's workspaces and
+every write goes through the services, so the admin validates exactly as an import does."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.forms.utils import ErrorList
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from entities.definition import DefinitionInvalid
+from entities.exchange import ImportFileError, export_workspace, read_import_bytes
+from entities.forms import (
+    ChildLinkForm,
+    EntityForm,
+    PlanStepForm,
+    definition_from_forms,
+    place_problem,
+)
+from entities.models import (
+    ChildLink,
+    Entity,
+    EntityStatus,
+    EntityStatusChange,
+    EntityVersion,
+    Membership,
+    PlanStep,
+    Role,
+    Workspace,
+)
+from entities.services import (
+    entities_import,
+    entity_rollback,
+    entity_save,
+    entity_set_status,
+    entity_validate,
+)
+from governance.permissions import (
+    ADMINISTER,
+    DESIGN,
+    VIEW,
+    has_any_membership,
+    has_perm,
+    membership_grant,
+    membership_revoke,
+    scope,
+    workspaces_for,
+)
+
+
+class WorkspaceScopedAdmin(admin.ModelAdmin):
+    """Shows only the objects of the user's workspaces; writes need `write_perm` there."""
+
+    workspace_path = "workspace"
+    write_perm = DESIGN
+
+    def workspace_of(self, obj: Any) -> Workspace:
+        for part in self.workspace_path.split("__"):
+            obj = getattr(obj, part)
+        return obj
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return scope(super().get_queryset(request), request.user, VIEW, field=self.workspace_path)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return has_any_membership(request.user)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is None:
+            return has_any_membership(request.user)
+        return has_perm(request.user, VIEW, self.workspace_of(obj))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return workspaces_for(request.user, self.write_perm).exists()
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is None:
+            return workspaces_for(request.user, self.write_perm).exists()
+        return has_perm(request.user, self.write_perm, self.workspace_of(obj))
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_change_permission(request, obj)
+
+
+class ScopedWorkspaceFilter(admin.SimpleListFilter):
+    """The workspace filter lists only the user's workspaces (never another tenant's name)."""
+
+    title = "workspace"
+    parameter_name = "workspace"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(str(ws.pk), ws.name) for ws in workspaces_for(request.user)]
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        if self.value():
+            return queryset.filter(**{self.field_path: self.value()})
+        return queryset
+
+    field_path = "workspace_id"
+
+
+class TagFilter(admin.SimpleListFilter):
+    title = "tag"
+    parameter_name = "tag"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        tags: set[str] = set()
+        for row in model_admin.get_queryset(request).values_list("tags", flat=True):
+            tags.update(row or [])
+        return [(tag, tag) for tag in sorted(tags)[:50]]
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        if not self.value():
+            return queryset
+        rows = queryset.values_list("pk", "tags")
+        pks = [pk for pk, tags in rows if self.value() in (tags or [])]
+        return queryset.filter(pk__in=pks)
+
+
+class DefinitionCheck:
+    """The last "formset" of the entity change form: once the form and the inlines are
+    valid on their own, it builds the whole definition and runs the design-time validation,
+    placing each problem at its field (or inline row) before anything is saved."""
+
+    prefix = "definition-check"
+    new_objects: list = []
+    changed_objects: list = []
+    deleted_objects: list = []
+    is_bound = True
+
+    def __init__(self, instance: Entity, request: HttpRequest, formsets: list[Any]):
+        self.instance = instance
+        self.request = request
+        self.formsets = formsets
+        self._non_form_errors = ErrorList()
+        self.errors: list = []
+        self.forms: list = []
+        self.definition: dict | None = None
+
+    def _formset(self, model: type) -> Any:
+        return next(fs for fs in self.formsets if getattr(fs, "model", None) is model)
+
+    def is_valid(self) -> bool:
+        form = getattr(self.instance, "_admin_form", None)
+        if form is None or not form.is_bound:
+            return True
+        links, steps = self._formset(ChildLink), self._formset(PlanStep)
+        if not form.is_valid() or not links.is_valid() or not steps.is_valid():
+            return True  # their own errors are shown; nothing to check the whole against yet
+        entity = self.instance if self.instance.pk and not self.instance._state.adding else None
+        workspace = entity.workspace if entity else form.cleaned_data.get("workspace")
+        if workspace is None:
+            return True
+        definition, link_forms, step_forms = definition_from_forms(form, links, steps, entity)
+        problems = entity_validate(workspace=workspace, definition=definition, entity=entity)
+        for problem in problems:
+            target, field, message = place_problem(problem, form, link_forms, step_forms)
+            if target is None:
+                owner = links if problem.path.startswith("hierarchy") else steps
+                owner._non_form_errors.append(message)
+            elif field is None:
+                target.add_error(None, message)
+            else:
+                target.add_error(field, message)
+        if problems:
+            return False
+        self.definition = definition
+        self.workspace = workspace
+        self.instance._definition = definition
+        self.instance._workspace = workspace
+        return True
+
+    def non_form_errors(self) -> ErrorList:
+        return self._non_form_errors
+
+    def save(self, commit: bool = True) -> list:
+        return []
+
+
+class ChildLinkInline(admin.TabularInline):
+    model = ChildLink
+    form = ChildLinkForm
+    fk_name = "parent"
+    extra = 1
+    verbose_name = "child"
+    verbose_name_plural = "children (hierarchy.children, in order)"
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "child":
+            kwargs["queryset"] = _entity_choices(request)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None or has_perm(request.user, DESIGN, obj.workspace)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None or has_perm(request.user, DESIGN, obj.workspace)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_change_permission(request, obj)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return True
+
+
+class PlanStepInline(admin.StackedInline):
+    model = PlanStep
+    form = PlanStepForm
+    fk_name = "entity"
+    extra = 0
+    verbose_name = "plan step"
+    verbose_name_plural = "static plan steps (planning.static_plan.steps, by order)"
+    fieldsets = [
+        (None, {"fields": [("order", "step_id", "type", "required"), "name"]}),
+        ("Target", {"fields": ["target_entity", "target_tool_id", "prompt_template"]}),
+        (
+            "More",
+            {
+                "classes": ["collapse"],
+                "fields": ["description", "exit_conditions", "input_mapping"],
+            },
+        ),
+    ]
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "target_entity":
+            kwargs["queryset"] = _entity_choices(request)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    has_add_permission = ChildLinkInline.has_add_permission
+    has_change_permission = ChildLinkInline.has_change_permission
+    has_delete_permission = ChildLinkInline.has_delete_permission
+    has_view_permission = ChildLinkInline.has_view_permission
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return True
+
+
+class VersionInline(ReadOnlyInline):
+    model = EntityVersion
+    fields = ["version_link", "change", "summary", "created_at", "created_by"]
+    readonly_fields = fields
+    ordering = ["-created_at", "-id"]
+    verbose_name_plural = "versions"
+
+    @admin.display(description="version")
+    def version_link(self, obj: EntityVersion) -> str:
+        url = reverse("admin:entities_entityversion_change", args=[obj.pk])
+        return format_html('<a href="{}">{}</a>', url, obj.version)
+
+
+class StatusChangeInline(ReadOnlyInline):
+    model = EntityStatusChange
+    fields = ["from_status", "to_status", "changed_at", "changed_by", "reason"]
+    readonly_fields = fields
+    verbose_name_plural = "status changes"
+
+
+SECTION_HELP = {
+    "persona": "identity.persona: system_prompt, examples, behavioral_constraints.",
+    "logic_gate": "reasoning_config, retry_policy, review_mechanism.",
+    "planning": "static_plan (enabled, fallback_behavior; its steps are edited below), "
+    "dynamic_planning, loop_control.",
+    "capabilities": "tools (by tool_id from the registry, or defined in full), memory, "
+    "context_engineering.",
+    "governance": "cost_controls, execution_limits, human_oversight, safety_rails.",
+    "io_contract": "input (schema, validation_rules), output (schema, transformations), "
+    "state_contract.",
+    "observability": "logging, metrics, tracing.",
+    "metadata_extensions": "custom_fields, ui_hints.",
+}
+
+
+def _entity_choices(request: HttpRequest) -> Any:
+    entities = scope(Entity.objects.all(), request.user, DESIGN).select_related("workspace")
+    obj = getattr(request, "_admin_entity", None)
+    if obj is not None:
+        entities = entities.filter(workspace=obj.workspace)
+    return entities.order_by("workspace__name", "name")
+
+
+@admin.register(Entity)
+class EntityAdmin(WorkspaceScopedAdmin):
+    form = EntityForm
+    inlines = [ChildLinkInline, PlanStepInline, VersionInline, StatusChangeInline]
+    list_display = [
+        "name",
+        "type",
+        "status",
+        "version",
+        "workspace",
+        "composition_depth",
+        "is_atomic",
+        "tag_list",
+        "updated_at",
+    ]
+    list_filter = ["type", "status", ScopedWorkspaceFilter, TagFilter]
+    search_fields = ["name", "display_name", "description", "tags", "external_id"]
+    list_select_related = ["workspace"]
+    ordering = ["workspace__name", "composition_depth", "name"]
+    readonly_fields = [
+        "external_id",
+        "version",
+        "is_atomic",
+        "composition_depth",
+        "used_by",
+        "created_at",
+        "updated_at",
+        "created_by",
+        "export_link",
+    ]
+    actions = ["activate", "deprecate", "archive"]
+    change_list_template = "admin/entities/entity/change_list.html"
+
+    fieldsets = [
+        (
+            "Identity",
+            {
+                "fields": [
+                    ("workspace", "type", "status"),
+                    ("name", "display_name"),
+                    "description",
+                    "tags",
+                    ("icon", "color"),
+                ]
+            },
+        ),
+        (
+            "Hierarchy",
+            {"fields": ["parent", ("is_atomic", "composition_depth"), "used_by"]},
+        ),
+        *(
+            (
+                f"{section.replace('_', ' ').capitalize()} (JSON)",
+                {"classes": ["collapse"], "fields": [section], "description": help_text},
+            )
+            for section, help_text in SECTION_HELP.items()
+        ),
+        (
+            "Metadata",
+            {
+                "fields": [
+                    ("version", "external_id"),
+                    ("created_at", "updated_at", "created_by"),
+                    "export_link",
+                ]
+            },
+        ),
+    ]
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None) -> Any:
+        obj = super().get_object(request, object_id, from_field)
+        request._admin_entity = obj
+        return obj
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None:
+            fields += ["workspace", "type"]
+        return fields
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict:
+        initial = super().get_changeform_initial_data(request)
+        workspaces = list(workspaces_for(request.user, DESIGN)[:2])
+        if len(workspaces) == 1:
+            initial.setdefault("workspace", workspaces[0].pk)
+        return initial
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "workspace":
+            kwargs["queryset"] = workspaces_for(request.user, DESIGN)
+        if db_field.name == "parent":
+            kwargs["queryset"] = _entity_choices(request)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def _create_formsets(self, request: HttpRequest, obj: Any, change: bool) -> Any:
+        formsets, inline_instances = super()._create_formsets(request, obj, change)
+        if request.method == "POST":
+            formsets.append(DefinitionCheck(obj, request, formsets))
+        return formsets, inline_instances
+
+    def save_model(self, request: HttpRequest, obj: Entity, form: Any, change: bool) -> None:
+        entity = obj if change else None
+        result = entity_save(
+            workspace=obj._workspace, definition=obj._definition, user=request.user, entity=entity
+        )
+        obj.pk = result.entity.pk
+        obj._state.adding = False
+        obj._save_result = result
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        return None  # entity_save wrote the links and steps with the entity
+
+    def construct_change_message(self, request: HttpRequest, form: Any, formsets: Any, add: bool):
+        result = getattr(form.instance, "_save_result", None)
+        if result is None or result.version is None:
+            return "No change to the definition." if not add else "Created."
+        version = result.version
+        return f"Version {version.version} ({version.change.lower()}): {version.summary}"
+
+    def response_change(self, request: HttpRequest, obj: Entity) -> HttpResponse:
+        result = getattr(obj, "_save_result", None)
+        if result is not None and result.version is None:
+            self.message_user(request, "No change to the definition; the version stays.")
+        elif result is not None:
+            self.message_user(
+                request,
+                f"Saved as version {result.version.version} ({result.version.change.lower()}).",
+            )
+        return super().response_change(request, obj)
+
+    @admin.display(description="tags")
+    def tag_list(self, obj: Entity) -> str:
+        return ", ".join(obj.tags)
+
+    @admin.display(description="used by")
+    def used_by(self, obj: Entity) -> str:
+        parents = (
+            Entity.objects.filter(child_links__child=obj).distinct().order_by("name")
+            if obj.pk
+            else []
+        )
+        if not parents:
+            return "no parent (a root)"
+        return format_html_join(
+            ", ",
+            '<a href="{}">{}</a>',
+            (
+                (reverse("admin:entities_entity_change", args=[parent.pk]), parent.name)
+                for parent in parents
+            ),
+        )
+
+    @admin.display(description="export")
+    def export_link(self, obj: Entity) -> str:
+        if not obj.pk:
+            return "-"
+        url = reverse("admin:entities_entity_export", args=[obj.pk])
+        return format_html('<a href="{}">Download this entity and its descendants as JSON</a>', url)
+
+    def get_urls(self) -> list:
+        urls = [
+            path(
+                "import/",
+                self.admin_site.admin_view(self.import_view),
+                name="entities_entity_import",
+            ),
+            path(
+                "<uuid:pk>/export/",
+                self.admin_site.admin_view(self.export_view),
+                name="entities_entity_export",
+            ),
+        ]
+        return urls + super().get_urls()
+
+    def export_view(self, request: HttpRequest, pk: Any) -> HttpResponse:
+        entity = get_object_or_404(self.get_queryset(request), pk=pk)
+        document = export_workspace(entity.workspace, root=entity)
+        response = HttpResponse(
+            json.dumps(document, indent=2, ensure_ascii=False), content_type="application/json"
+        )
+        response["Content-Disposition"] = f'attachment; filename="{entity.name}.json"'
+        return response
+
+    def import_view(self, request: HttpRequest) -> HttpResponse:
+        workspaces = workspaces_for(request.user, DESIGN)
+        if not workspaces.exists():
+            raise PermissionDenied
+        problems: list[str] = []
+        if request.method == "POST":
+            workspace = workspaces.filter(pk=request.POST.get("workspace") or 0).first()
+            upload = request.FILES.get("file")
+            if workspace is None:
+                problems.append("Choose a workspace you design in.")
+            if upload is None:
+                problems.append("Choose a JSON file to import.")
+            if not problems:
+                try:
+                    if upload.size > settings.HIERARCH_IMPORT_MAX_BYTES:
+                        raise ImportFileError(
+                            f"{upload.name} is {upload.size / 1024 / 1024:.1f} MB; imports are "
+                            f"limited to {settings.HIERARCH_IMPORT_MAX_BYTES / 1024 / 1024:.0f} MB"
+                        )
+                    definitions = read_import_bytes(upload.read(), name=upload.name)
+                    results = entities_import(
+                        workspace=workspace, definitions=definitions, user=request.user
+                    )
+                except ImportFileError as exc:
+                    problems.append(str(exc))
+                except DefinitionInvalid as exc:
+                    problems.extend(str(p) for p in exc.problems)
+                else:
+                    created = sum(1 for r in results if r.created)
+                    updated = sum(1 for r in results if not r.created and r.version)
+                    self.message_user(
+                        request,
+                        f"Imported {len(results)} entities into {workspace.name}: {created} "
+                        f"created, {updated} updated, {len(results) - created - updated} "
+                        "unchanged.",
+                        messages.SUCCESS,
+                    )
+                    return HttpResponseRedirect(reverse("admin:entities_entity_changelist"))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Import entities",
+            "workspaces": workspaces,
+            "problems": problems,
+            "limit_mb": settings.HIERARCH_IMPORT_MAX_BYTES // (1024 * 1024),
+        }
+        return render(request, "admin/entities/entity/import.html", context)
+
+    def _set_status(self, request: HttpRequest, queryset: Any, status: str) -> None:
+        done = 0
+        for entity in queryset:
+            if not has_perm(request.user, DESIGN, entity.workspace):
+                message = f"{entity.name}: you cannot design in {entity.workspace}"
+                self.message_user(request, message, messages.ERROR)
+                continue
+            try:
+                entity_set_status(entity=entity, status=status, user=request.user, reason="admin")
+                done += 1
+            except DefinitionInvalid as exc:
+                self.message_user(
+                    request, f"{entity.name}: {exc.problems[0].message}", messages.ERROR
+                )
+        if done:
+            self.message_user(request, f"{done} entities now {status}.", messages.SUCCESS)
+
+    @admin.action(description="Activate the selected entities")
+    def activate(self, request: HttpRequest, queryset: Any) -> None:
+        self._set_status(request, queryset, EntityStatus.ACTIVE)
+
+    @admin.action(description="Deprecate the selected entities")
+    def deprecate(self, request: HttpRequest, queryset: Any) -> None:
+        self._set_status(request, queryset, EntityStatus.DEPRECATED)
+
+    @admin.action(description="Archive the selected entities")
+    def archive(self, request: HttpRequest, queryset: Any) -> None:
+        self._set_status(request, queryset, EntityStatus.ARCHIVED)
+
+
+@admin.register(EntityVersion)
+class EntityVersionAdmin(WorkspaceScopedAdmin):
+    workspace_path = "entity__workspace"
+    list_display = ["entity", "version", "change", "summary", "created_at", "created_by"]
+    list_filter = ["change"]
+    search_fields = ["entity__name", "version", "summary"]
+    list_select_related = ["entity", "entity__workspace", "created_by"]
+    fields = ["entity", "version", "change", "summary", "created_at", "created_by", "snapshot"]
+    readonly_fields = fields
+    actions = ["restore"]
+    change_form_template = "admin/entities/entityversion/change_form.html"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_actions(self, request: HttpRequest) -> dict:
+        actions = super().get_actions(request)
+        if not workspaces_for(request.user, DESIGN).exists():
+            actions.pop("restore", None)
+        return actions
+
+    @admin.display(description="definition")
+    def snapshot(self, obj: EntityVersion) -> str:
+        return format_html(
+            '<pre class="json-snapshot">{}</pre>',
+            json.dumps(obj.definition, indent=2, ensure_ascii=False),
+        )
+
+    def get_urls(self) -> list:
+        return [
+            path(
+                "<int:pk>/restore/",
+                self.admin_site.admin_view(self.restore_view),
+                name="entities_entityversion_restore",
+            )
+        ] + super().get_urls()
+
+    def restore_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseRedirect(reverse("admin:entities_entityversion_change", args=[pk]))
+        version = get_object_or_404(self.get_queryset(request), pk=pk)
+        self._restore(request, version)
+        return HttpResponseRedirect(
+            reverse("admin:entities_entity_change", args=[version.entity_id])
+        )
+
+    def _restore(self, request: HttpRequest, version: EntityVersion) -> bool:
+        if not has_perm(request.user, DESIGN, version.entity.workspace):
+            raise PermissionDenied
+        try:
+            result = entity_rollback(version=version, user=request.user)
+        except DefinitionInvalid as exc:
+            self.message_user(
+                request,
+                f"Cannot restore {version.entity.name} {version.version}: "
+                + "; ".join(str(p) for p in exc.problems),
+                messages.ERROR,
+            )
+            return False
+        if result.version is None:
+            self.message_user(
+                request,
+                f"{version.entity.name} already matches version {version.version}.",
+                messages.INFO,
+            )
+        else:
+            self.message_user(
+                request,
+                f"Restored {version.entity.name} {version.version} as version "
+                f"{result.version.version}.",
+                messages.SUCCESS,
+            )
+        return True
+
+    @admin.action(description="Restore this version (as a new version)")
+    def restore(self, request: HttpRequest, queryset: Any) -> None:
+        if queryset.count() != 1:
+            self.message_user(request, "Select exactly one version to restore.", messages.WARNING)
+            return
+        self._restore(request, queryset.get())
+
+
+@admin.register(EntityStatusChange)
+class EntityStatusChangeAdmin(WorkspaceScopedAdmin):
+    workspace_path = "entity__workspace"
+    list_display = ["entity", "from_status", "to_status", "changed_at", "changed_by", "reason"]
+    list_filter = ["to_status"]
+    search_fields = ["entity__name"]
+    list_select_related = ["entity", "changed_by"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ChildLink)
+class ChildLinkAdmin(WorkspaceScopedAdmin):
+    """Links are edited on their parent's page; this list answers "where is X used?"."""
+
+    workspace_path = "parent__workspace"
+    list_display = ["parent", "child", "relationship", "order"]
+    list_filter = ["relationship"]
+    search_fields = ["parent__name", "child__name"]
+    list_select_related = ["parent", "child"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(PlanStep)
+class PlanStepAdmin(ChildLinkAdmin):
+    workspace_path = "entity__workspace"
+    list_display = ["entity", "order", "name", "type", "target_entity", "target_tool_id"]
+    list_filter = ["type"]
+    search_fields = ["entity__name", "name", "step_id"]
+    list_select_related = ["entity", "target_entity"]
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    fields = ["user", "role", "created_at"]
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "created_at"]
+    search_fields = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [MembershipInline]
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return scope(super().get_queryset(request), request.user, VIEW, field="")
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return has_any_membership(request.user)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is None:
+            return has_any_membership(request.user)
+        return has_perm(request.user, VIEW, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is None:
+            return workspaces_for(request.user, ADMINISTER).exists()
+        return has_perm(request.user, ADMINISTER, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.is_superuser
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return ["slug", "created_at"] if obj is not None else ["created_at"]
+
+    def get_prepopulated_fields(self, request: HttpRequest, obj: Any = None) -> dict:
+        return {} if obj is not None else self.prepopulated_fields
+
+    def save_model(self, request: HttpRequest, obj: Workspace, form: Any, change: bool) -> None:
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)
+            if not change:
+                membership_grant(workspace=obj, user=request.user, role=Role.ADMIN)
+
+
+class MembershipForm(forms.ModelForm):
+    username = forms.CharField(help_text="The user must exist; create users with add_member.")
+
+    class Meta:
+        model = Membership
+        fields = ["workspace", "username", "role"]
+
+    def clean_username(self) -> Any:
+        username = self.cleaned_data["username"]
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise ValidationError(f"There is no user {username!r}.")
+        return user
+
+
+@admin.register(Membership)
+class MembershipAdmin(WorkspaceScopedAdmin):
+    write_perm = ADMINISTER
+    form = MembershipForm
+    list_display = ["user", "workspace", "role", "created_at"]
+    list_filter = ["role", ScopedWorkspaceFilter]
+    search_fields = ["user__username", "workspace__name"]
+    list_select_related = ["user", "workspace"]
+
+    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, **kwargs)
+        form.base_fields["workspace"].queryset = workspaces_for(request.user, ADMINISTER)
+        return form
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
+        membership = membership_grant(
+            workspace=form.cleaned_data["workspace"],
+            user=form.cleaned_data["username"],
+            role=form.cleaned_data["role"],
+        )
+        obj.pk = membership.pk
+
+    def delete_model(self, request: HttpRequest, obj: Membership) -> None:
+        membership_revoke(membership=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for membership in queryset:
+            membership_revoke(membership=membership)

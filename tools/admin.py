@@ -1,0 +1,120 @@
+"""The tool registry in the admin: definitions validated by the same schema as imports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from entities.admin import ScopedWorkspaceFilter, WorkspaceScopedAdmin
+from entities.definition import normalize_tool
+from entities.forms import PrettyJSONField
+from entities.models import Entity
+from governance.permissions import DESIGN, workspaces_for
+from tools.models import Tool
+
+
+class ToolForm(forms.ModelForm):
+    class Meta:
+        model = Tool
+        fields = [
+            "workspace",
+            "tool_id",
+            "name",
+            "description",
+            "provider",
+            "permissions",
+            "sandbox_mode",
+            "authentication",
+            "function_schema",
+            "rate_limit",
+        ]
+        field_classes = {
+            "authentication": PrettyJSONField,
+            "function_schema": PrettyJSONField,
+            "rate_limit": PrettyJSONField,
+        }
+        widgets = {"description": forms.Textarea(attrs={"rows": 2})}
+
+    _JSON = ("authentication", "function_schema", "rate_limit")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in self._JSON:
+            self.fields[name].required = False
+        self.fields["authentication"].help_text = (
+            "type (NONE, API_KEY, OAUTH2, SERVICE_ACCOUNT) and credentials_ref: the name of a "
+            "secret in the credential vault, never the secret itself."
+        )
+        self.fields[
+            "function_schema"
+        ].help_text = (
+            "name, description and parameters (a JSON Schema) the model calls the tool with."
+        )
+        self.fields["rate_limit"].help_text = "calls_per_minute and calls_per_hour (null: none)."
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if self.errors:
+            return data
+        definition = {
+            "tool_id": data.get("tool_id") or (self.instance.tool_id if self.instance.pk else ""),
+            "name": data.get("name"),
+            "description": data.get("description") or "",
+            "provider": data.get("provider"),
+            "permissions": data.get("permissions"),
+            "sandbox_mode": bool(data.get("sandbox_mode")),
+            **{name: data.get(name) or {} for name in self._JSON},
+        }
+        normalized, problems = normalize_tool(definition)
+        for problem in problems:
+            field = problem.path.split(".")[0].split("[")[0]
+            message = problem.message if problem.path == field else str(problem)
+            self.add_error(field if field in self.fields else None, message)
+        if not problems:
+            for name in self._JSON:
+                data[name] = normalized[name]
+        return data
+
+
+@admin.register(Tool)
+class ToolAdmin(WorkspaceScopedAdmin):
+    form = ToolForm
+    list_display = ["tool_id", "name", "provider", "permissions", "sandbox_mode", "workspace"]
+    list_filter = ["permissions", "sandbox_mode", "provider", ScopedWorkspaceFilter]
+    search_fields = ["tool_id", "name", "description"]
+    list_select_related = ["workspace"]
+    readonly_fields = ["used_by", "created_at", "updated_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        fields = list(super().get_readonly_fields(request, obj))
+        return [*fields, "workspace", "tool_id"] if obj is not None else fields
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "workspace":
+            kwargs["queryset"] = workspaces_for(request.user, DESIGN)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    @admin.display(description="used by")
+    def used_by(self, obj: Tool) -> str:
+        names = _users_of(obj)
+        return ", ".join(names) if names else "no entity yet"
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple:
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        for tool in objs:
+            for name in _users_of(tool):
+                protected.append(f"Entity {name} lists tool {tool.tool_id} in its capabilities")
+        return deleted, counts, perms_needed, protected
+
+
+def _users_of(tool: Tool) -> list[str]:
+    """Names of the workspace's entities whose capabilities reference the tool."""
+    rows = Entity.objects.filter(workspace_id=tool.workspace_id).values_list("name", "capabilities")
+    return sorted(
+        name
+        for name, capabilities in rows
+        if any(ref.get("tool_id") == tool.tool_id for ref in capabilities.get("tools", []))
+    )
