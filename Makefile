@@ -22,11 +22,11 @@ TEST_ENV = SECRET_KEY="$${SECRET_KEY:-test-only-key-$$(printf 'k%.0s' {1..50})}"
 .PHONY: run test lint format install install-dev clean
 
 run: $(BASE_STAMP) var/secret_key
-	$(RUN_ENV) $(BIN)/python manage.py migrate --noinput -v0
-	$(RUN_ENV) $(BIN)/python manage.py collectstatic --noinput -v0
-	$(RUN_ENV) $(BIN)/python manage.py setup_demo
-	@echo "Hierarch console: http://$(HOST):$(PORT)/  (Ctrl-C stops it)"
-	$(RUN_ENV) exec $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
+	@$(RUN_ENV) $(BIN)/python manage.py migrate --noinput -v0
+	@$(RUN_ENV) $(BIN)/python manage.py collectstatic --noinput -v0
+	@$(RUN_ENV) $(BIN)/python manage.py setup_demo
+	@echo "Hierarch console: http://$(HOST):$(PORT)/admin/  (Ctrl-C stops it)"
+	@$(RUN_ENV) exec $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
 test: $(DEV_STAMP)
 	$(TEST_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)

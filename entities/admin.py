@@ -162,6 +162,14 @@ class DefinitionCheck:
         workspace = entity.workspace if entity else form.cleaned_data.get("workspace")
         if workspace is None:
             return True
+        planning = form.cleaned_data.get("planning")
+        static_plan = planning.get("static_plan") if isinstance(planning, dict) else None
+        if isinstance(static_plan, dict) and static_plan.get("steps"):
+            form.add_error(
+                "planning",
+                "static_plan.steps: edit the plan steps in the table below, not in this JSON",
+            )
+            return False
         definition, link_forms, step_forms = definition_from_forms(form, links, steps, entity)
         problems = entity_validate(workspace=workspace, definition=definition, entity=entity)
         for problem in problems:

@@ -1,0 +1,75 @@
+"""Settings read the environment and fail loudly on what they cannot read."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.smoke
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_settings(**env: str) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DEBUG"}}
+    environment.update(env)
+    code = (
+        "import django; django.setup(); from django.conf import settings; "
+        "print(settings.DATABASES['default']['ENGINE'], settings.HIERARCH_EXECUTOR, "
+        "settings.CHANNEL_LAYERS['default']['BACKEND'])"
+    )
+    return subprocess.run(  # noqa: S603
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**environment, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_it_defaults_to_sqlite_inline_and_in_memory_layers(tmp_path):
+    result = load_settings(HIERARCH_VAR_DIR=str(tmp_path), REDIS_URL="")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [
+        "django.db.backends.sqlite3",
+        "inline",
+        "channels.layers.InMemoryChannelLayer",
+    ]
+
+
+def test_it_reads_postgres_and_redis_urls():
+    result = load_settings(
+        DATABASE_URL="postgres://postgres@127.0.0.1:5432/hierarch",
+        REDIS_URL="redis://127.0.0.1:6379/0",
+        HIERARCH_EXECUTOR="celery",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [
+        "django.db.backends.postgresql",
+        "celery",
+        "channels_redis.core.RedisChannelLayer",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"HIERARCH_EXECUTOR": "threads"},
+            "HIERARCH_EXECUTOR='threads' is not one of inline, celery",
+        ),
+        ({"DEBUG": "maybe"}, "DEBUG='maybe' is not a boolean"),
+        ({"DATABASE_URL": "mysql://root@localhost/x"}, "use postgres:// or sqlite://"),
+        ({"HIERARCH_IMPORT_MAX_BYTES": "5MB"}, "HIERARCH_IMPORT_MAX_BYTES='5MB' is not an integer"),
+        ({"SECRET_KEY": "", "DEBUG": "0"}, "SECRET_KEY is not set"),
+    ],
+)
+def test_it_refuses_a_setting_it_cannot_read(env, message):
+    result = load_settings(**env)
+    assert result.returncode != 0
+    assert message in result.stderr
