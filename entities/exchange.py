@@ -163,13 +163,17 @@ def definitions_from_document(document: Any) -> list[Any]:
     )
 
 
+def _size(count: int) -> str:
+    """`5 MB` for whole megabytes, else the exact byte count: rounding to megabytes made a
+    file just over the limit read as within it, and a small limit read as `0 MB`."""
+    megabytes, rest = divmod(count, 1024 * 1024)
+    return f"{megabytes} MB" if megabytes and not rest else f"{count:,} bytes"
+
+
 def read_import_bytes(raw: bytes, *, name: str = "the file") -> list[Any]:
     limit = settings.HIERARCH_IMPORT_MAX_BYTES
     if len(raw) > limit:
-        raise ImportFileError(
-            f"{name} is {len(raw) / 1024 / 1024:.1f} MB; imports are limited to "
-            f"{limit / 1024 / 1024:.0f} MB"
-        )
+        raise ImportFileError(f"{name} is {_size(len(raw))}; imports are limited to {_size(limit)}")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -194,10 +198,7 @@ def read_import_file(path: str | Path) -> list[Any]:
         raise ImportFileError(f"cannot read {path}: {exc.strerror}") from None
     limit = settings.HIERARCH_IMPORT_MAX_BYTES
     if size > limit:
-        raise ImportFileError(
-            f"{path} is {size / 1024 / 1024:.1f} MB; imports are limited to "
-            f"{limit / 1024 / 1024:.0f} MB"
-        )
+        raise ImportFileError(f"{path} is {_size(size)}; imports are limited to {_size(limit)}")
     return read_import_bytes(path.read_bytes(), name=str(path))
 
 

@@ -159,7 +159,7 @@ class Entity(models.Model):
 
     class Meta:
         verbose_name_plural = "entities"
-        ordering = ["workspace", "composition_depth", "name"]
+        ordering = ["composition_depth", "name"]
         constraints = [
             models.UniqueConstraint(fields=["workspace", "name"], name="entity_unique_name"),
             models.UniqueConstraint(
@@ -202,7 +202,7 @@ class ChildLink(models.Model):
     input_mapping = models.JSONField(default=dict, blank=True)
 
     class Meta:
-        ordering = ["parent", "order", "id"]
+        ordering = ["order", "id"]
         constraints = [
             models.CheckConstraint(
                 condition=~models.Q(parent=models.F("child")), name="childlink_not_self"
@@ -232,7 +232,7 @@ class PlanStep(models.Model):
     input_mapping = models.JSONField(default=dict, blank=True)
 
     class Meta:
-        ordering = ["entity", "order", "id"]
+        ordering = ["order", "id"]
 
     def __str__(self) -> str:
         return f"{self.order}. {self.name}"
@@ -262,7 +262,7 @@ class EntityVersion(models.Model):
     )
 
     class Meta:
-        ordering = ["entity", "-created_at", "-id"]
+        ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(fields=["entity", "version"], name="entityversion_unique")
         ]
@@ -293,7 +293,7 @@ class EntityStatusChange(models.Model):
     reason = models.CharField(max_length=200, blank=True)
 
     class Meta:
-        ordering = ["entity", "-changed_at", "-id"]
+        ordering = ["-changed_at", "-id"]
 
     def __str__(self) -> str:
         return f"{self.entity.name}: {self.from_status or '∅'} → {self.to_status}"

@@ -15,6 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import CharField, OuterRef, Subquery
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from entities.definition import (
@@ -34,7 +36,7 @@ from entities.models import (
     PlanStep,
     Workspace,
 )
-from entities.validation import Catalog, Draft, graph_problems, lay_over
+from entities.validation import Catalog, Draft, entity_key, graph_problems, lay_over
 from entities.versioning import bump_version, classify
 from tools.models import Tool
 
@@ -149,11 +151,15 @@ def entities_save(
 
 def _check(workspace: Workspace, items: list[_Item]) -> list[Problem]:
     problems: list[Problem] = []
+    for item in items:
+        if item.entity is not None:
+            # Work from the row as it is now, not from the caller's possibly stale copy.
+            item.entity = Entity.objects.get(pk=item.entity.pk, workspace=workspace)
     for index, item in enumerate(items):
         definition, found = normalize(item.raw)
         problems += [Problem(p.path, p.message, item.label) for p in found]
         item.definition = definition if not found else None
-        item.key = str(item.entity.pk) if item.entity else f"new:{index}"
+        item.key = entity_key(item.entity.pk) if item.entity else f"new:{index}"
     seen_targets: dict[str, str] = {}
     for item in items:
         if item.entity is None:
@@ -245,7 +251,7 @@ def _write(
             if not is_tool_reference(tool):
                 tool_upsert(workspace=workspace, definition=tool)
 
-    previous: dict[str, dict | None] = {}
+    previous = _latest_definitions([item.entity for item in items if item.entity is not None])
     key_to_entity: dict[str, Entity] = {}
     created: set[str] = set()
     for item in items:
@@ -253,20 +259,26 @@ def _write(
         if entity is None:
             entity = Entity(workspace=workspace, created_by=_user_or_none(user))
             created.add(item.key)
-            previous[item.key] = None
-        else:
-            latest = entity.versions.order_by("-created_at", "-id").first()
-            previous[item.key] = latest.definition if latest else None
         _assign_columns(entity, item.definition, now=now, keep_timestamps=keep_timestamps)
         entity.save()
         key_to_entity[item.key] = entity
 
+    outside = {
+        key
+        for item in items
+        for key in [item.draft.resolved_parent, *item.draft.resolved_children]  # type: ignore[attr-defined]
+        + item.draft.resolved_step_targets  # type: ignore[attr-defined]
+        if key is not None and key not in key_to_entity
+    }
+    others = {
+        entity_key(e.pk): e
+        for e in Entity.objects.filter(pk__in=[uuid.UUID(key) for key in outside])
+    }
+
     def entity_for(key: str | None) -> Entity | None:
         if key is None:
             return None
-        if key in key_to_entity:
-            return key_to_entity[key]
-        return Entity.objects.get(pk=key)
+        return key_to_entity.get(key) or others[key]
 
     for item in items:
         entity = key_to_entity[item.key]
@@ -315,9 +327,10 @@ def _write(
 
     results: list[SaveResult] = []
     tools = tools_of(workspace)
+    written = with_relations(Entity.objects.filter(pk__in=[e.pk for e in key_to_entity.values()]))
+    fresh_by_pk = {entity.pk: entity for entity in written}
     for item in items:
-        entity = key_to_entity[item.key]
-        fresh = with_relations(Entity.objects.filter(pk=entity.pk)).get()
+        fresh = fresh_by_pk[key_to_entity[item.key].pk]
         old_status = "" if item.key in created else item.entity.status  # type: ignore[union-attr]
         if fresh.status != old_status:
             EntityStatusChange.objects.create(
@@ -327,9 +340,19 @@ def _write(
                 changed_by=_user_or_none(user),
                 reason="created" if not old_status else "",
             )
-        version = _record_version(fresh, previous[item.key], user=user, tools=tools, now=now)
+        before = None if item.key in created else previous.get(fresh.pk)
+        version = _record_version(fresh, before, user=user, tools=tools, now=now)
         results.append(SaveResult(entity=fresh, created=item.key in created, version=version))
     return results
+
+
+def _latest_definitions(entities: list[Entity]) -> dict[Any, dict]:
+    """The definition of each entity's latest version, in one query."""
+    newest = EntityVersion.objects.filter(entity=OuterRef("entity")).order_by("-created_at", "-id")
+    rows = EntityVersion.objects.filter(
+        entity__in=entities, pk=Subquery(newest.values("pk")[:1])
+    ).values_list("entity_id", "definition")
+    return dict(rows)
 
 
 def _assign_columns(entity: Entity, d: dict, *, now: datetime, keep_timestamps: bool) -> None:
@@ -392,19 +415,21 @@ def _refresh_derived(
     workspace: Workspace, catalog: Catalog, key_to_entity: dict[str, Entity]
 ) -> None:
     """Recompute is_atomic and composition_depth for the whole workspace."""
-    real = {key: str(entity.pk) for key, entity in key_to_entity.items()}
+    real = {key: entity_key(entity.pk) for key, entity in key_to_entity.items()}
     depths = {real.get(k, k): v for k, v in catalog.depths().items()}
     atomic = {real.get(k, k): not node.children for k, node in catalog.nodes.items()}
-    changed = []
-    for entity in Entity.objects.filter(workspace=workspace).only(
-        "id", "is_atomic", "composition_depth"
-    ):
-        key = str(entity.pk)
-        depth, is_atomic = depths.get(key, 0), atomic.get(key, True)
-        if entity.composition_depth != depth or entity.is_atomic != is_atomic:
-            entity.composition_depth, entity.is_atomic = depth, is_atomic
-            changed.append(entity)
-    Entity.objects.bulk_update(changed, ["composition_depth", "is_atomic"])
+    rows = (
+        Entity.objects.filter(workspace=workspace)
+        .annotate(key=Cast("id", CharField()))
+        .values_list("key", "is_atomic", "composition_depth")
+    )
+    for raw_key, is_atomic, depth in rows:
+        key = raw_key.replace("-", "")
+        want_depth, want_atomic = depths.get(key, 0), atomic.get(key, True)
+        if depth != want_depth or is_atomic != want_atomic:
+            Entity.objects.filter(pk=uuid.UUID(key)).update(
+                composition_depth=want_depth, is_atomic=want_atomic
+            )
 
 
 def _record_version(

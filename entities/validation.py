@@ -7,12 +7,22 @@ result, so a save sees the hierarchy exactly as it would be after the save.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from django.db.models import CharField
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
+
 from entities.definition import Problem, is_tool_reference, join_path
+
+
+def entity_key(pk: Any) -> str:
+    """How the catalog names an existing entity: its UUID as 32 hex digits."""
+    return pk.hex if isinstance(pk, uuid.UUID) else str(pk).replace("-", "").lower()
 
 
 def _money(value: Any) -> Decimal | None:
@@ -60,32 +70,51 @@ class Catalog:
 
         nodes: dict[str, Node] = {}
         refs: dict[str, str] = {}
-        rows = Entity.objects.filter(workspace=workspace).values_list(
-            "id", "external_id", "name", "type", "governance"
+        # Only the fields validation needs, and ids as text: this runs on every save, and
+        # decoding whole JSON sections or building UUID objects for every row dominates it.
+        rows = (
+            Entity.objects.filter(workspace=workspace)
+            .annotate(
+                key=Cast("id", CharField()),
+                max_cost=KT("governance__cost_controls__max_cost_usd"),
+                max_depth=KT("governance__execution_limits__max_recursion_depth"),
+            )
+            .values_list("key", "external_id", "name", "type", "max_cost", "max_depth")
         )
-        for pk, external_id, name, entity_type, governance in rows:
-            key = str(pk)
-            costs = (governance or {}).get("cost_controls", {})
-            limits = (governance or {}).get("execution_limits", {})
+        for raw_key, external_id, name, entity_type, max_cost, max_depth in rows:
+            key = raw_key.replace("-", "")
             nodes[key] = Node(
                 key=key,
                 name=name,
                 type=entity_type,
-                max_cost=_money(costs.get("max_cost_usd")),
-                max_depth=limits.get("max_recursion_depth", 5),
+                max_cost=_money(max_cost),
+                max_depth=int(max_depth) if max_depth is not None else 5,
             )
             refs[key] = key
             refs[name] = key
             if external_id:
                 refs[external_id] = key
-        links = ChildLink.objects.filter(parent__workspace=workspace).order_by("order", "id")
-        for parent_id, child_id in links.values_list("parent_id", "child_id"):
-            nodes[str(parent_id)].children.append(str(child_id))
+        links = (
+            ChildLink.objects.filter(parent__workspace=workspace)
+            .order_by("order", "id")
+            .annotate(
+                parent_key=Cast("parent_id", CharField()), child_key=Cast("child_id", CharField())
+            )
+            .values_list("parent_key", "child_key")
+        )
+        for parent_key, child_key in links:
+            nodes[parent_key.replace("-", "")].children.append(child_key.replace("-", ""))
         tools = set(Tool.objects.filter(workspace=workspace).values_list("tool_id", flat=True))
         return cls(nodes.values(), refs, tools)
 
     def resolve(self, ref: Any) -> str | None:
-        return self.refs.get(str(ref)) if ref not in (None, "") else None
+        if ref in (None, ""):
+            return None
+        text = str(ref)
+        found = self.refs.get(text)
+        if found is None and len(text) == 36 and text.count("-") == 4:
+            found = self.refs.get(text.replace("-", "").lower())
+        return found
 
     def name(self, key: str) -> str:
         return self.nodes[key].name

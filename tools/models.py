@@ -33,7 +33,7 @@ class Tool(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["workspace", "tool_id"]
+        ordering = ["tool_id"]
         constraints = [
             models.UniqueConstraint(fields=["workspace", "tool_id"], name="tool_unique_id"),
         ]

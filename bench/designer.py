@@ -1,0 +1,188 @@
+"""Design-time speed: importing a hierarchy, and one save in a large workspace.
+
+    .venv/bin/python bench/designer.py --shape 10,10,10 [--json]
+
+Generates a process → agents → skills → actions bundle of the given shape (3,2,2 is 22
+entities; 10,10,10 is 1,111), imports it into a fresh workspace of the database of
+DATABASE_URL (SQLite in var/ by default), then times a designer's save in that workspace
+(one agent gains a child, with full validation: schemas, references, cycles, depth,
+budgets, the version snapshot) and a refused save (a cycle). Prints a summary, or one JSON
+line with --json. The workspace is deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("DEBUG", "1")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+
+from entities.definition import DefinitionInvalid  # noqa: E402
+from entities.exchange import definition_of, export_workspace  # noqa: E402
+from entities.models import ChildLink, Entity, PlanStep, Workspace  # noqa: E402
+from entities.services import entities_import, entity_save  # noqa: E402
+
+TYPES = ("PROCESS", "AGENT", "SKILL", "ACTION")
+
+
+def bundle(shape: list[int]) -> list[dict]:
+    """Definitions for a full tree of the shape; budgets and depth limits are coherent."""
+    definitions: list[dict] = []
+
+    def make(level: int, path: str, budget: float) -> str:
+        ref = f"n{path}"
+        fanout = shape[level] if level < len(shape) else 0
+        child_budget = round(budget / (fanout + 1), 6) if fanout else 0
+        children = [make(level + 1, f"{path}.{i}", child_budget) for i in range(fanout)]
+        definitions.append(
+            {
+                "metadata": {"id": ref, "type": TYPES[level], "status": "ACTIVE"},
+                "identity": {
+                    "name": f"{TYPES[level].lower()}{path.replace('.', '_')}",
+                    "description": f"Generated {TYPES[level].lower()} {path}",
+                    "persona": {"system_prompt": "You are a generated entity."},
+                },
+                "hierarchy": {"children": [{"child_id": c} for c in children]},
+                "governance": {
+                    "cost_controls": {"max_cost_usd": budget},
+                    "execution_limits": {"max_recursion_depth": 5},
+                },
+                "planning": {
+                    "static_plan": {
+                        "enabled": bool(children),
+                        "steps": [
+                            {
+                                "step_id": f"s{i + 1}",
+                                "order": i + 1,
+                                "name": f"Invoke {c}",
+                                "type": "CHILD_ENTITY_INVOCATION",
+                                "target": {"entity_id": c},
+                            }
+                            for i, c in enumerate(children)
+                        ],
+                    }
+                },
+            }
+        )
+        return ref
+
+    make(0, "0", 100.0)
+    return definitions
+
+
+def timed(fn, repeat: int) -> tuple[list[float], int]:
+    times, queries = [], 0
+    for _ in range(repeat):
+        connection.queries_log.clear()
+        with CaptureQueriesContext(connection) as ctx:
+            start = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - start) * 1000)
+        queries = len(ctx.captured_queries)
+    return times, queries
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", default="10,10,10")
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    shape = [int(n) for n in args.shape.split(",")]
+
+    call_command("migrate", verbosity=0)
+    workspace = Workspace.objects.create(name="bench", slug=f"bench-{uuid.uuid4().hex[:8]}")
+    try:
+        definitions = bundle(shape)
+        connection.queries_log.clear()
+        with CaptureQueriesContext(connection) as ctx:
+            start = time.perf_counter()
+            entities_import(workspace=workspace, definitions=definitions)
+            import_s = time.perf_counter() - start
+        import_queries = len(ctx.captured_queries)
+        nodes = len(definitions)
+
+        agent = Entity.objects.get(workspace=workspace, name="agent0_0")
+        action = Entity.objects.get(workspace=workspace, name="action0_0_0_0")
+        base = definition_of(agent)
+
+        def toggle_save() -> None:
+            current = definition_of(Entity.objects.get(pk=agent.pk))
+            children = base["hierarchy"]["children"]
+            extra = [{"child_id": action.ref}]
+            has_extra = len(current["hierarchy"]["children"]) > len(children)
+            current["hierarchy"]["children"] = children if has_extra else children + extra
+            entity_save(workspace=workspace, definition=current, entity=agent)
+
+        save_ms, save_queries = timed(toggle_save, args.repeat)
+
+        process = Entity.objects.get(workspace=workspace, name="process0")
+        cyclic = definition_of(action)
+        cyclic["hierarchy"]["children"] = [{"child_id": process.ref}]
+
+        def refused() -> None:
+            try:
+                entity_save(workspace=workspace, definition=cyclic, entity=action)
+            except DefinitionInvalid:
+                return
+            raise AssertionError("the cycle was accepted")
+
+        refuse_ms, _ = timed(refused, args.repeat)
+
+        start = time.perf_counter()
+        export_workspace(workspace)
+        export_s = time.perf_counter() - start
+
+        figures = {
+            "database": connection.vendor,
+            "shape": args.shape,
+            "nodes": nodes,
+            "import_s": round(import_s, 3),
+            "import_ms_per_entity": round(import_s * 1000 / nodes, 3),
+            "import_queries_per_entity": round(import_queries / nodes, 2),
+            "save_p50_ms": round(statistics.median(save_ms), 2),
+            "save_max_ms": round(max(save_ms), 2),
+            "save_queries": save_queries,
+            "refused_save_p50_ms": round(statistics.median(refuse_ms), 2),
+            "export_s": round(export_s, 3),
+        }
+    finally:
+        ChildLink.objects.filter(parent__workspace=workspace).delete()
+        PlanStep.objects.filter(entity__workspace=workspace).delete()
+        Entity.objects.filter(workspace=workspace).delete()
+        workspace.delete()
+
+    if args.json:
+        print(json.dumps(figures))
+        return
+    print(f"{nodes} entities ({args.shape}) on {figures['database']}")
+    print(
+        f"  import: {figures['import_s']} s, {figures['import_ms_per_entity']} ms and "
+        f"{figures['import_queries_per_entity']} queries per entity"
+    )
+    print(
+        f"  one save in that workspace: p50 {figures['save_p50_ms']} ms, max "
+        f"{figures['save_max_ms']} ms, {figures['save_queries']} queries"
+    )
+    print(f"  a refused save (cycle): p50 {figures['refused_save_p50_ms']} ms")
+    print(f"  export of the workspace: {figures['export_s']} s")
+
+
+if __name__ == "__main__":
+    main()
