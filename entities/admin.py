@@ -13,6 +13,7 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.forms.models import BaseInlineFormSet
 from django.forms.utils import ErrorList
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
@@ -20,7 +21,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from entities.definition import DefinitionInvalid
-from entities.exchange import ImportFileError, export_workspace, read_import_bytes
+from entities.exchange import ImportFileError, export_workspace, read_import_bytes, size_text
 from entities.forms import (
     ChildLinkForm,
     EntityForm,
@@ -196,9 +197,25 @@ class DefinitionCheck:
         return []
 
 
+class OrderedInlineFormSet(BaseInlineFormSet):
+    """New rows (the empty one, and those "Add another" clones) start after the last order,
+    so a row added at the bottom lands at the bottom unless its order is changed."""
+
+    def get_form_kwargs(self, index: int | None) -> dict:
+        kwargs = super().get_form_kwargs(index)
+        if index is None or index >= self.initial_form_count():
+            if not hasattr(self, "_next_order"):
+                orders = [row.order for row in self.get_queryset()] if self.instance.pk else []
+                self._next_order = max(orders, default=0) + 1
+            offset = 0 if index is None else index - self.initial_form_count()
+            kwargs["initial"] = {"order": self._next_order + offset}
+        return kwargs
+
+
 class ChildLinkInline(admin.TabularInline):
     model = ChildLink
     form = ChildLinkForm
+    formset = OrderedInlineFormSet
     fk_name = "parent"
     extra = 1
     verbose_name = "child"
@@ -225,6 +242,7 @@ class ChildLinkInline(admin.TabularInline):
 class PlanStepInline(admin.StackedInline):
     model = PlanStep
     form = PlanStepForm
+    formset = OrderedInlineFormSet
     fk_name = "entity"
     extra = 0
     verbose_name = "plan step"
@@ -509,10 +527,11 @@ class EntityAdmin(WorkspaceScopedAdmin):
                 problems.append("Choose a JSON file to import.")
             if not problems:
                 try:
-                    if upload.size > settings.HIERARCH_IMPORT_MAX_BYTES:
+                    limit = settings.HIERARCH_IMPORT_MAX_BYTES
+                    if upload.size > limit:
                         raise ImportFileError(
-                            f"{upload.name} is {upload.size / 1024 / 1024:.1f} MB; imports are "
-                            f"limited to {settings.HIERARCH_IMPORT_MAX_BYTES / 1024 / 1024:.0f} MB"
+                            f"{upload.name} is {size_text(upload.size)}; imports are limited "
+                            f"to {size_text(limit)}"
                         )
                     definitions = read_import_bytes(upload.read(), name=upload.name)
                     results = entities_import(
@@ -539,7 +558,7 @@ class EntityAdmin(WorkspaceScopedAdmin):
             "title": "Import entities",
             "workspaces": workspaces,
             "problems": problems,
-            "limit_mb": settings.HIERARCH_IMPORT_MAX_BYTES // (1024 * 1024),
+            "limit": size_text(settings.HIERARCH_IMPORT_MAX_BYTES),
         }
         return render(request, "admin/entities/entity/import.html", context)
 
@@ -799,7 +818,8 @@ class MembershipAdmin(WorkspaceScopedAdmin):
             user=form.cleaned_data["username"],
             role=form.cleaned_data["role"],
         )
-        obj.pk = membership.pk
+        obj.pk, obj.user, obj.workspace = membership.pk, membership.user, membership.workspace
+        obj.created_at = membership.created_at
 
     def delete_model(self, request: HttpRequest, obj: Membership) -> None:
         membership_revoke(membership=obj)

@@ -128,7 +128,14 @@ def export_workspace(workspace: Any, *, root: Entity | None = None) -> dict:
         queryset = queryset.filter(pk__in=keep)
     entities = list(with_relations(queryset).order_by("composition_depth", "name"))
     tools = tools_of(workspace)
-    return {"entities": [definition_of(entity, tools=tools) for entity in entities]}
+    definitions = [definition_of(entity, tools=tools) for entity in entities]
+    if root is not None:
+        # The subtree stands on its own: a home parent outside it is not exported with it.
+        exported = {entity.ref for entity in entities}
+        for definition in definitions:
+            if definition["hierarchy"]["parent_id"] not in exported:
+                definition["hierarchy"]["parent_id"] = None
+    return {"entities": definitions}
 
 
 def descendants_of(root: Entity) -> set[Any]:
@@ -163,7 +170,7 @@ def definitions_from_document(document: Any) -> list[Any]:
     )
 
 
-def _size(count: int) -> str:
+def size_text(count: int) -> str:
     """`5 MB` for whole megabytes, else the exact byte count: rounding to megabytes made a
     file just over the limit read as within it, and a small limit read as `0 MB`."""
     megabytes, rest = divmod(count, 1024 * 1024)
@@ -173,7 +180,9 @@ def _size(count: int) -> str:
 def read_import_bytes(raw: bytes, *, name: str = "the file") -> list[Any]:
     limit = settings.HIERARCH_IMPORT_MAX_BYTES
     if len(raw) > limit:
-        raise ImportFileError(f"{name} is {_size(len(raw))}; imports are limited to {_size(limit)}")
+        raise ImportFileError(
+            f"{name} is {size_text(len(raw))}; imports are limited to {size_text(limit)}"
+        )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -198,7 +207,9 @@ def read_import_file(path: str | Path) -> list[Any]:
         raise ImportFileError(f"cannot read {path}: {exc.strerror}") from None
     limit = settings.HIERARCH_IMPORT_MAX_BYTES
     if size > limit:
-        raise ImportFileError(f"{path} is {_size(size)}; imports are limited to {_size(limit)}")
+        raise ImportFileError(
+            f"{path} is {size_text(size)}; imports are limited to {size_text(limit)}"
+        )
     return read_import_bytes(path.read_bytes(), name=str(path))
 
 

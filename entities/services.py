@@ -114,10 +114,14 @@ def _match(workspace: Workspace, definition: Any) -> Entity | None:
     if not isinstance(definition, dict) or not isinstance(definition.get("metadata"), dict):
         return None
     ref = definition["metadata"].get("id")
-    if not ref:
-        return None
-    ref = str(ref)
     entities = Entity.objects.filter(workspace=workspace)
+    if not ref:
+        # A definition without an id updates the entity of the same name, so a hand-written
+        # file can be imported again after an edit.
+        identity = definition.get("identity")
+        name = identity.get("name") if isinstance(identity, dict) else None
+        return entities.filter(name=name).first() if isinstance(name, str) and name else None
+    ref = str(ref)
     try:
         return entities.get(pk=uuid.UUID(ref))
     except (ValueError, Entity.DoesNotExist):
@@ -149,7 +153,22 @@ def entities_save(
         return _write(workspace, items, user=user, keep_timestamps=keep_timestamps)
 
 
+# Sections the workspace-wide checks read; a definition with a problem in one of them takes
+# part in those checks only as a name others may refer to.
+_GRAPH_SECTIONS = {
+    "",
+    "metadata",
+    "identity",
+    "hierarchy",
+    "planning",
+    "capabilities",
+    "governance",
+}
+
+
 def _check(workspace: Workspace, items: list[_Item]) -> list[Problem]:
+    """Every problem of the batch at once: each definition on its own, then the batch laid
+    over the workspace (references, names, cycles, depth, budgets)."""
     problems: list[Problem] = []
     for item in items:
         if item.entity is not None:
@@ -158,8 +177,9 @@ def _check(workspace: Workspace, items: list[_Item]) -> list[Problem]:
     for index, item in enumerate(items):
         definition, found = normalize(item.raw)
         problems += [Problem(p.path, p.message, item.label) for p in found]
-        item.definition = definition if not found else None
         item.key = entity_key(item.entity.pk) if item.entity else f"new:{index}"
+        broken = {p.path.split(".")[0].split("[")[0] for p in found}
+        item.definition = None if broken & _GRAPH_SECTIONS else definition
     seen_targets: dict[str, str] = {}
     for item in items:
         if item.entity is None:
@@ -173,19 +193,21 @@ def _check(workspace: Workspace, items: list[_Item]) -> list[Problem]:
                 )
             )
         seen_targets[item.key] = item.label or "another definition"
-    if problems:
-        return problems
 
-    for item in items:
+    usable = [item for item in items if item.definition is not None]
+    for item in usable:
         problems += _lifecycle_problems(item)
-    problems += _inline_tool_conflicts(items)
+    problems += _inline_tool_conflicts(usable)
 
     catalog = Catalog.load(workspace)
-    drafts = [Draft(definition=item.definition, key=item.key, label=item.label) for item in items]
-    found = lay_over(catalog, drafts)
-    problems += found
-    if not found:
-        problems += graph_problems(catalog, drafts)
+    drafts = [
+        Draft(definition=item.definition, key=item.key, label=item.label)
+        if item.definition is not None
+        else Draft.placeholder(item.raw, key=item.key, label=item.label)
+        for item in items
+    ]
+    problems += lay_over(catalog, drafts)
+    problems += graph_problems(catalog, drafts)
     for item, draft in zip(items, drafts, strict=True):
         item.draft = draft  # type: ignore[attr-defined]
     items[0].catalog = catalog  # type: ignore[attr-defined]
@@ -251,6 +273,7 @@ def _write(
             if not is_tool_reference(tool):
                 tool_upsert(workspace=workspace, definition=tool)
 
+    old_status = {item.key: item.entity.status for item in items if item.entity is not None}
     previous = _latest_definitions([item.entity for item in items if item.entity is not None])
     key_to_entity: dict[str, Entity] = {}
     created: set[str] = set()
@@ -331,14 +354,14 @@ def _write(
     fresh_by_pk = {entity.pk: entity for entity in written}
     for item in items:
         fresh = fresh_by_pk[key_to_entity[item.key].pk]
-        old_status = "" if item.key in created else item.entity.status  # type: ignore[union-attr]
-        if fresh.status != old_status:
+        before_status = old_status.get(item.key, "")
+        if fresh.status != before_status:
             EntityStatusChange.objects.create(
                 entity=fresh,
-                from_status=old_status,
+                from_status=before_status,
                 to_status=fresh.status,
                 changed_by=_user_or_none(user),
-                reason="created" if not old_status else "",
+                reason="created" if not before_status else "",
             )
         before = None if item.key in created else previous.get(fresh.pk)
         version = _record_version(fresh, before, user=user, tools=tools, now=now)

@@ -53,6 +53,25 @@ class Draft:
     resolved_children: list[str | None] = field(default_factory=list)
     resolved_step_targets: list[str | None] = field(default_factory=list)
     resolved_parent: str | None = None
+    is_placeholder: bool = False
+
+    @classmethod
+    def placeholder(cls, raw: Any, *, key: str, label: str = "") -> Draft:
+        """A definition too broken to check against the workspace: it still holds its name
+        and id, so the rest of the batch can refer to it without spurious problems."""
+        metadata = raw.get("metadata") if isinstance(raw, dict) else None
+        identity = raw.get("identity") if isinstance(raw, dict) else None
+        metadata = metadata if isinstance(metadata, dict) else {}
+        identity = identity if isinstance(identity, dict) else {}
+        name = identity.get("name") if isinstance(identity.get("name"), str) else ""
+        definition = {
+            "metadata": {
+                "id": metadata.get("id") if isinstance(metadata.get("id"), str) else None,
+                "type": metadata.get("type") if isinstance(metadata.get("type"), str) else None,
+            },
+            "identity": {"name": name},
+        }
+        return cls(definition=definition, key=key, label=label, is_placeholder=True)
 
 
 class Catalog:
@@ -87,8 +106,10 @@ class Catalog:
                 key=key,
                 name=name,
                 type=entity_type,
-                max_cost=_money(max_cost),
-                max_depth=int(max_depth) if max_depth is not None else 5,
+                # KT answers a JSON null as SQL NULL on PostgreSQL but as the text "null"
+                # on SQLite (Django reads JSON_TYPE there for null, true and false).
+                max_cost=_money(None if max_cost == "null" else max_cost),
+                max_depth=int(max_depth) if max_depth not in (None, "null") else 5,
             )
             refs[key] = key
             refs[name] = key
@@ -203,6 +224,9 @@ def lay_over(catalog: Catalog, drafts: list[Draft]) -> list[Problem]:
     for draft in drafts:
         definition = draft.definition
         name = definition["identity"]["name"]
+        if draft.is_placeholder:
+            _register_placeholder(catalog, draft)
+            continue
         node = catalog.nodes.get(draft.key)
         renamed = node is not None and node.name != name
         if renamed and catalog.refs.get(node.name) == draft.key:
@@ -233,15 +257,33 @@ def lay_over(catalog: Catalog, drafts: list[Draft]) -> list[Problem]:
             max_depth=governance["execution_limits"]["max_recursion_depth"],
         )
 
+    real = [draft for draft in drafts if not draft.is_placeholder]
     bundle_tools = {
         tool["tool_id"]
-        for draft in drafts
+        for draft in real
         for tool in draft.definition["capabilities"]["tools"]
         if not is_tool_reference(tool)
     }
-    for draft in drafts:
+    for draft in real:
         problems += _resolve(catalog, draft, bundle_tools)
     return problems
+
+
+def _register_placeholder(catalog: Catalog, draft: Draft) -> None:
+    name = draft.definition["identity"]["name"]
+    own_id = draft.definition["metadata"]["id"]
+    existing = catalog.nodes.get(draft.key)
+    catalog.nodes[draft.key] = Node(
+        key=draft.key,
+        name=name or (existing.name if existing else draft.label or "?"),
+        type=draft.definition["metadata"]["type"] or (existing.type if existing else ""),
+        max_cost=None,
+        max_depth=10**6,
+        children=existing.children if existing else [],
+    )
+    for ref in (name, own_id):
+        if ref:
+            catalog.refs.setdefault(str(ref), draft.key)
 
 
 def _resolve(catalog: Catalog, draft: Draft, bundle_tools: set[str]) -> list[Problem]:
@@ -286,7 +328,7 @@ def _resolve(catalog: Catalog, draft: Draft, bundle_tools: set[str]) -> list[Pro
             problems.append(Problem(path, "an entity cannot be its own child", label))
             continue
         child_type = catalog.nodes[child].type
-        if link.get("child_type") and link["child_type"] != child_type:
+        if link.get("child_type") and child_type and link["child_type"] != child_type:
             problems.append(
                 Problem(
                     join_path("hierarchy", "children", index, "child_type"),
@@ -349,6 +391,7 @@ def _resolve(catalog: Catalog, draft: Draft, bundle_tools: set[str]) -> list[Pro
 def graph_problems(catalog: Catalog, drafts: list[Draft]) -> list[Problem]:
     """Cycles, depth over max_recursion_depth and child budgets over the parent's."""
     problems: list[Problem] = []
+    drafts = [draft for draft in drafts if not draft.is_placeholder]
     draft_by_key = {d.key: d for d in drafts}
 
     cyclic = False

@@ -12,8 +12,8 @@ from governance.permissions import membership_grant
 
 class Command(BaseCommand):
     help = (
-        "Grant a role in a workspace, creating the user (and the workspace) when missing. "
-        "Members may sign in to the console."
+        "Grant a role in a workspace, creating the user when missing. Members may sign in "
+        "to the console."
     )
 
     def add_arguments(self, parser) -> None:
