@@ -41,7 +41,9 @@ from entities.models import (
     Workspace,
 )
 from entities.services import (
+    entities_delete,
     entities_import,
+    entity_delete_problems,
     entity_rollback,
     entity_save,
     entity_set_status,
@@ -204,11 +206,13 @@ class OrderedInlineFormSet(BaseInlineFormSet):
     def get_form_kwargs(self, index: int | None) -> dict:
         kwargs = super().get_form_kwargs(index)
         if index is None or index >= self.initial_form_count():
+            # Every new row gets the same initial order (the template row is cloned as is),
+            # so an untouched new row is unchanged and ignored; several new rows with the
+            # same order keep the order they were added in.
             if not hasattr(self, "_next_order"):
                 orders = [row.order for row in self.get_queryset()] if self.instance.pk else []
                 self._next_order = max(orders, default=0) + 1
-            offset = 0 if index is None else index - self.initial_form_count()
-            kwargs["initial"] = {"order": self._next_order + offset}
+            kwargs["initial"] = {"order": self._next_order}
         return kwargs
 
 
@@ -224,6 +228,9 @@ class ChildLinkInline(admin.TabularInline):
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "child":
             kwargs["queryset"] = _entity_choices(request)
+            return _label_choices(
+                super().formfield_for_foreignkey(db_field, request, **kwargs), request
+            )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -262,6 +269,9 @@ class PlanStepInline(admin.StackedInline):
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "target_entity":
             kwargs["queryset"] = _entity_choices(request)
+            return _label_choices(
+                super().formfield_for_foreignkey(db_field, request, **kwargs), request
+            )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     has_add_permission = ChildLinkInline.has_add_permission
@@ -320,6 +330,13 @@ SECTION_HELP = {
     "observability": "logging, metrics, tracing.",
     "metadata_extensions": "custom_fields, ui_hints.",
 }
+
+
+def _label_choices(field: Any, request: HttpRequest) -> Any:
+    """Name the workspace in each choice when the user designs in more than one."""
+    if field is not None and len(workspaces_for(request.user, DESIGN)[:2]) > 1:
+        field.label_from_instance = lambda e: f"{e.workspace.name}: {e.name} ({e.type.lower()})"
+    return field
 
 
 def _entity_choices(request: HttpRequest) -> Any:
@@ -422,6 +439,9 @@ class EntityAdmin(WorkspaceScopedAdmin):
             kwargs["queryset"] = workspaces_for(request.user, DESIGN)
         if db_field.name == "parent":
             kwargs["queryset"] = _entity_choices(request)
+            return _label_choices(
+                super().formfield_for_foreignkey(db_field, request, **kwargs), request
+            )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def _create_formsets(self, request: HttpRequest, obj: Any, change: bool) -> Any:
@@ -459,6 +479,24 @@ class EntityAdmin(WorkspaceScopedAdmin):
                 f"Saved as version {result.version.version} ({result.version.change.lower()}).",
             )
         return super().response_change(request, obj)
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple:
+        # Versions, links, steps and status history are part of the entity: deleting it takes
+        # them along whatever their own admins allow; what blocks a delete is another entity
+        # still using it.
+        deleted, counts, _perms_needed, _protected = super().get_deleted_objects(objs, request)
+        problems = entity_delete_problems(list(objs))
+        return deleted, counts, set(), [problem.message for problem in problems]
+
+    def delete_model(self, request: HttpRequest, obj: Entity) -> None:
+        entities_delete(workspace=obj.workspace, entities=[obj], user=request.user)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        by_workspace: dict[Any, list[Entity]] = {}
+        for entity in queryset.select_related("workspace"):
+            by_workspace.setdefault(entity.workspace, []).append(entity)
+        for workspace, entities in by_workspace.items():
+            entities_delete(workspace=workspace, entities=entities, user=request.user)
 
     @admin.display(description="tags")
     def tag_list(self, obj: Entity) -> str:
@@ -577,17 +615,18 @@ class EntityAdmin(WorkspaceScopedAdmin):
                     request, f"{entity.name}: {exc.problems[0].message}", messages.ERROR
                 )
         if done:
-            self.message_user(request, f"{done} entities now {status}.", messages.SUCCESS)
+            noun = "entity is" if done == 1 else "entities are"
+            self.message_user(request, f"{done} {noun} now {status}.", messages.SUCCESS)
 
-    @admin.action(description="Activate the selected entities")
+    @admin.action(description="Activate the selected entities", permissions=["change"])
     def activate(self, request: HttpRequest, queryset: Any) -> None:
         self._set_status(request, queryset, EntityStatus.ACTIVE)
 
-    @admin.action(description="Deprecate the selected entities")
+    @admin.action(description="Deprecate the selected entities", permissions=["change"])
     def deprecate(self, request: HttpRequest, queryset: Any) -> None:
         self._set_status(request, queryset, EntityStatus.DEPRECATED)
 
-    @admin.action(description="Archive the selected entities")
+    @admin.action(description="Archive the selected entities", permissions=["change"])
     def archive(self, request: HttpRequest, queryset: Any) -> None:
         self._set_status(request, queryset, EntityStatus.ARCHIVED)
 

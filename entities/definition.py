@@ -55,9 +55,8 @@ class Problem:
     entity: str = ""
 
     def __str__(self) -> str:
-        where = self.path or "(definition)"
-        prefix = f"{self.entity}: " if self.entity else ""
-        return f"{prefix}{where}: {self.message}"
+        parts = [part for part in (self.entity, self.path) if part]
+        return ": ".join([*parts, self.message])
 
     def as_dict(self) -> dict[str, str]:
         data = {"path": self.path, "message": self.message}

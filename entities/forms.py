@@ -87,6 +87,8 @@ class EntityForm(forms.ModelForm):
         for name in self.Meta.field_classes:
             if name in self.fields:
                 self.fields[name].required = False
+        if "description" in self.fields:
+            self.fields["description"].required = True  # seed 000 §3.2
 
     def clean_tags(self) -> list[str]:
         raw = self.cleaned_data.get("tags") or ""

@@ -540,6 +540,51 @@ def entity_rollback(*, version: EntityVersion, user: Any = None) -> SaveResult:
     return entity_save(workspace=entity.workspace, definition=definition, user=user, entity=entity)
 
 
+def entity_delete_problems(entities: list[Entity]) -> list[Problem]:
+    """Why the entities cannot be deleted together: another entity still uses one of them."""
+    doomed = {entity.pk for entity in entities}
+    problems: list[Problem] = []
+    links = ChildLink.objects.filter(child__in=doomed).exclude(parent__in=doomed)
+    for link in links.select_related("parent", "child").order_by("child__name", "parent__name"):
+        problems.append(
+            Problem(
+                "",
+                f"{link.child.name} is a child of {link.parent.name}; remove it from "
+                f"{link.parent.name}'s children first",
+                link.child.name,
+            )
+        )
+    steps = PlanStep.objects.filter(target_entity__in=doomed).exclude(entity__in=doomed)
+    for step in steps.select_related("entity", "target_entity"):
+        problems.append(
+            Problem(
+                "",
+                f"{step.target_entity.name} is the target of plan step {step.name!r} of "
+                f"{step.entity.name}",
+                step.target_entity.name,
+            )
+        )
+    return problems
+
+
+def entities_delete(*, workspace: Workspace, entities: list[Entity], user: Any = None) -> int:
+    """Delete entities that no other entity uses, with their links, steps, versions and status
+    history; their children become roots where nothing else holds them. Archiving
+    (status ARCHIVED) is the way to retire an entity and keep its history."""
+    with transaction.atomic():
+        Workspace.objects.select_for_update().get(pk=workspace.pk)
+        entities = list(Entity.objects.filter(pk__in=[e.pk for e in entities], workspace=workspace))
+        problems = entity_delete_problems(entities)
+        if problems:
+            raise DefinitionInvalid(problems)
+        doomed = [entity.pk for entity in entities]
+        ChildLink.objects.filter(parent__in=doomed).delete()
+        PlanStep.objects.filter(entity__in=doomed).delete()
+        count, _ = Entity.objects.filter(pk__in=doomed).delete()
+        _refresh_derived(workspace, Catalog.load(workspace), {})
+        return len(doomed) if count else 0
+
+
 def tool_upsert(*, workspace: Workspace, definition: Any) -> Tool:
     """Create or update a tool of the workspace's registry from its definition."""
     tool_definition, problems = normalize_tool(definition)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from django.db.models import QuerySet
-from guardian.shortcuts import assign_perm, get_objects_for_user, remove_perm
+from guardian.models import GroupObjectPermission, UserObjectPermission
+from guardian.shortcuts import assign_perm, remove_perm
 
 from entities.models import Membership, Role, Workspace
 
@@ -35,13 +37,43 @@ def _codename(perm: str) -> str:
     return f"entities.{perm}"
 
 
+def _active(user: Any) -> bool:
+    return user is not None and user.is_authenticated and user.is_active
+
+
+def allowed_workspace_ids(user: Any, perm: str = VIEW) -> frozenset[int]:
+    """Ids of the workspaces where the user holds `perm`.
+
+    Every workspace permission of the user is read at once (its own and its groups') and kept
+    on the user object; a request's user object lives for one request, so this is a
+    per-request cache, as Django's own permission cache is. The membership services clear it
+    on the user object they change."""
+    if not _active(user):
+        return frozenset()
+    cache = user.__dict__.get("_hierarch_workspace_ids")
+    if cache is None:
+        content_type = ContentType.objects.get_for_model(Workspace)
+        rows = UserObjectPermission.objects.filter(
+            user=user, content_type=content_type
+        ).values_list("permission__codename", "object_pk")
+        group_rows = GroupObjectPermission.objects.filter(
+            group__in=user.groups.all(), content_type=content_type
+        ).values_list("permission__codename", "object_pk")
+        found: dict[str, set[int]] = {}
+        for codename, object_pk in [*rows, *group_rows]:
+            found.setdefault(codename, set()).add(int(object_pk))
+        cache = {codename: frozenset(ids) for codename, ids in found.items()}
+        user.__dict__["_hierarch_workspace_ids"] = cache
+    return cache.get(perm, frozenset())
+
+
 def workspaces_for(user: Any, perm: str = VIEW) -> QuerySet[Workspace]:
     """The workspaces where the user holds `perm`."""
-    if user is None or not user.is_authenticated or not user.is_active:
+    if not _active(user):
         return Workspace.objects.none()
     if user.is_superuser:
         return Workspace.objects.all()
-    return get_objects_for_user(user, _codename(perm), klass=Workspace, accept_global_perms=False)
+    return Workspace.objects.filter(pk__in=allowed_workspace_ids(user, perm))
 
 
 def scope(queryset: QuerySet, user: Any, perm: str = VIEW, *, field: str = "workspace") -> QuerySet:
@@ -50,23 +82,26 @@ def scope(queryset: QuerySet, user: Any, perm: str = VIEW, *, field: str = "work
     `field` is the lookup from the model to its Workspace (`workspace`, `parent__workspace`,
     or `""` for a queryset of workspaces).
     """
-    if user is not None and user.is_authenticated and user.is_active and user.is_superuser:
+    if _active(user) and user.is_superuser:
         return queryset
-    allowed = workspaces_for(user, perm).values("pk")
     lookup = f"{field}__in" if field else "pk__in"
-    return queryset.filter(**{lookup: allowed})
+    return queryset.filter(**{lookup: allowed_workspace_ids(user, perm)})
 
 
 def has_perm(user: Any, perm: str, workspace: Workspace) -> bool:
-    if user is None or not user.is_authenticated or not user.is_active:
+    if not _active(user):
         return False
     if user.is_superuser:
         return True
-    return user.has_perm(_codename(perm), workspace)
+    return workspace.pk in allowed_workspace_ids(user, perm)
 
 
 def has_any_membership(user: Any) -> bool:
-    return workspaces_for(user).exists()
+    return _active(user) and (user.is_superuser or bool(allowed_workspace_ids(user, VIEW)))
+
+
+def _forget(user: Any) -> None:
+    user.__dict__.pop("_hierarch_workspace_ids", None)
 
 
 def membership_grant(*, workspace: Workspace, user: Any, role: str) -> Membership:
@@ -77,6 +112,7 @@ def membership_grant(*, workspace: Workspace, user: Any, role: str) -> Membershi
         membership, _ = Membership.objects.get_or_create(workspace=workspace, user=user, role=role)
         for perm in ROLE_PERMISSIONS[role]:
             assign_perm(_codename(perm), user, workspace)
+    _forget(user)
     return membership
 
 
@@ -92,6 +128,7 @@ def membership_revoke(*, membership: Membership) -> None:
         for perm in ROLE_PERMISSIONS[membership.role]:
             if perm not in still_granted:
                 remove_perm(_codename(perm), user, workspace)
+    _forget(user)
 
 
 def roles_of(user: Any, workspace: Workspace) -> list[str]:

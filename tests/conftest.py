@@ -35,3 +35,19 @@ def charlie(globex):
 @pytest.fixture
 def root(db):
     return UserFactory(username="root", is_superuser=True)
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # The default hasher is deliberately slow; tests create many users.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def plain_static_storage(settings):
+    # With DEBUG off, settings name whitenoise's manifest storage, which refuses every
+    # `{% static %}` until collectstatic has run; tests render pages from the finders instead.
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }

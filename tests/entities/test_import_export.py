@@ -68,11 +68,6 @@ def write(tmp_path: Path, content: Any, name: str = "bundle.json") -> str:
     return str(path)
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def demo(db) -> Workspace:
     workspace = Workspace.objects.create(name="Demo", slug="demo")

@@ -30,11 +30,6 @@ from tests.factories import EntityFactory, UserFactory, grant
 ALL = {VIEW, DESIGN, OPERATE, APPROVE, ADMINISTER}
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def entities(acme, globex):
     """Two entities in each workspace, linked parent → child."""
@@ -49,7 +44,10 @@ def entities(acme, globex):
 
 
 def perms(user, workspace: Workspace) -> set[str]:
-    return {perm for perm in ALL if has_perm(user, perm, workspace)}
+    # Permissions are cached on the user object for its request, as Django's own are; read
+    # them through a fresh object, as the next request would.
+    fresh = type(user).objects.get(pk=user.pk) if getattr(user, "pk", None) else user
+    return {perm for perm in ALL if has_perm(fresh, perm, workspace)}
 
 
 def names(queryset) -> set[str]:
@@ -199,6 +197,14 @@ def test_workspace_get_answers_404_for_another_workspace(alice, charlie):
     assert workspace_get(user=alice, slug="acme").slug == "acme"
     with pytest.raises(Http404):
         workspace_get(user=alice, slug="globex")
+
+
+def test_permissions_are_read_once_per_user_object(alice, acme, django_assert_num_queries):
+    has_perm(alice, VIEW, acme)
+    with django_assert_num_queries(0):
+        assert has_perm(alice, VIEW, acme)
+        assert has_perm(alice, DESIGN, acme)
+        assert scope(Workspace.objects.all(), alice, VIEW, field="").query is not None
 
 
 def test_revoking_one_role_keeps_what_another_role_still_grants(acme):
