@@ -7,6 +7,7 @@ from django.views.generic import RedirectView
 admin.site.site_header = "Hierarch"
 admin.site.site_title = "Hierarch designer"
 admin.site.index_title = "Design processes, agents, skills and actions"
+admin.site.site_url = None  # the console pages arrive with the runs; the admin is the site
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),

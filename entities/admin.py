@@ -634,6 +634,7 @@ class EntityAdmin(WorkspaceScopedAdmin):
 @admin.register(EntityVersion)
 class EntityVersionAdmin(WorkspaceScopedAdmin):
     workspace_path = "entity__workspace"
+    ordering = ["-created_at", "-id"]
     list_display = ["entity", "version", "change", "summary", "created_at", "created_by"]
     list_filter = ["change"]
     search_fields = ["entity__name", "version", "summary"]
