@@ -96,6 +96,19 @@ class WorkspaceScopedAdmin(admin.ModelAdmin):
         return self.has_change_permission(request, obj)
 
 
+class ReadOnlyAdminMixin:
+    """Records written only by the services: listed and shown, never edited here."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 class ScopedWorkspaceFilter(admin.SimpleListFilter):
     """The workspace filter lists only the user's workspaces (never another tenant's name)."""
 
@@ -632,7 +645,7 @@ class EntityAdmin(WorkspaceScopedAdmin):
 
 
 @admin.register(EntityVersion)
-class EntityVersionAdmin(WorkspaceScopedAdmin):
+class EntityVersionAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin):
     workspace_path = "entity__workspace"
     ordering = ["-created_at", "-id"]
     list_display = ["entity", "version", "change", "summary", "created_at", "created_by"]
@@ -643,15 +656,6 @@ class EntityVersionAdmin(WorkspaceScopedAdmin):
     readonly_fields = fields
     actions = ["restore"]
     change_form_template = "admin/entities/entityversion/change_form.html"
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def get_actions(self, request: HttpRequest) -> dict:
         actions = super().get_actions(request)
@@ -721,25 +725,16 @@ class EntityVersionAdmin(WorkspaceScopedAdmin):
 
 
 @admin.register(EntityStatusChange)
-class EntityStatusChangeAdmin(WorkspaceScopedAdmin):
+class EntityStatusChangeAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin):
     workspace_path = "entity__workspace"
     list_display = ["entity", "from_status", "to_status", "changed_at", "changed_by", "reason"]
     list_filter = ["to_status"]
     search_fields = ["entity__name"]
     list_select_related = ["entity", "changed_by"]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(ChildLink)
-class ChildLinkAdmin(WorkspaceScopedAdmin):
+class ChildLinkAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin):
     """Links are edited on their parent's page; this list answers "where is X used?"."""
 
     workspace_path = "parent__workspace"
@@ -747,15 +742,6 @@ class ChildLinkAdmin(WorkspaceScopedAdmin):
     list_filter = ["relationship"]
     search_fields = ["parent__name", "child__name"]
     list_select_related = ["parent", "child"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(PlanStep)

@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 
 from entities.definition import Problem
-from entities.models import ChildLink, Entity, PlanStep
+from entities.models import JSON_SECTIONS, ChildLink, Entity, PlanStep
 
 
 class PrettyJSONField(forms.JSONField):
@@ -27,13 +27,22 @@ class PrettyJSONField(forms.JSONField):
         return text
 
 
-def _without_workspace_constraints(exclude: set[str], *names: str) -> set[str]:
-    # Names and links are checked by the services against the whole workspace, with messages
-    # at the field; the model's own constraint checks would only repeat them less clearly.
-    return set(exclude) | set(names)
+class ServiceValidatedForm(forms.ModelForm):
+    """A model form whose rows are validated by the services against the whole workspace,
+    with messages at the field; the model's own unique and constraint checks would only
+    repeat those problems less clearly, so they are skipped."""
+
+    workspace_fields: tuple[str, ...] = ()
+
+    def _get_validation_exclusions(self) -> set[str]:
+        return set(super()._get_validation_exclusions()) | set(self.workspace_fields)
+
+    def validate_unique(self) -> None:
+        return None
 
 
-class EntityForm(forms.ModelForm):
+class EntityForm(ServiceValidatedForm):
+    workspace_fields = ("workspace",)
     tags = forms.CharField(
         required=False,
         help_text="Comma-separated, at most 20; searchable.",
@@ -53,28 +62,9 @@ class EntityForm(forms.ModelForm):
             "icon",
             "color",
             "parent",
-            "persona",
-            "logic_gate",
-            "planning",
-            "capabilities",
-            "governance",
-            "io_contract",
-            "observability",
-            "metadata_extensions",
+            *JSON_SECTIONS,
         ]
-        field_classes = {
-            name: PrettyJSONField
-            for name in (
-                "persona",
-                "logic_gate",
-                "planning",
-                "capabilities",
-                "governance",
-                "io_contract",
-                "observability",
-                "metadata_extensions",
-            )
-        }
+        field_classes = dict.fromkeys(JSON_SECTIONS, PrettyJSONField)
         widgets = {"description": forms.Textarea(attrs={"rows": 3})}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -96,14 +86,10 @@ class EntityForm(forms.ModelForm):
             return raw
         return [tag.strip() for tag in raw.split(",") if tag.strip()]
 
-    def _get_validation_exclusions(self) -> set[str]:
-        return _without_workspace_constraints(super()._get_validation_exclusions(), "workspace")
 
-    def validate_unique(self) -> None:
-        return None
+class ChildLinkForm(ServiceValidatedForm):
+    workspace_fields = ("parent",)
 
-
-class ChildLinkForm(forms.ModelForm):
     class Meta:
         model = ChildLink
         fields = ["order", "child", "relationship", "condition", "input_mapping"]
@@ -116,14 +102,10 @@ class ChildLinkForm(forms.ModelForm):
             self.fields[name].fixed_rows = 3
         self.fields["order"].widget.attrs["style"] = "width: 4em"
 
-    def _get_validation_exclusions(self) -> set[str]:
-        return _without_workspace_constraints(super()._get_validation_exclusions(), "parent")
 
-    def validate_unique(self) -> None:
-        return None
+class PlanStepForm(ServiceValidatedForm):
+    workspace_fields = ("entity",)
 
-
-class PlanStepForm(forms.ModelForm):
     class Meta:
         model = PlanStep
         fields = [
@@ -151,12 +133,6 @@ class PlanStepForm(forms.ModelForm):
             self.fields[name].required = False
         self.fields["step_id"].required = False
         self.fields["step_id"].help_text = "Left blank, it becomes step-1, step-2… after the order."
-
-    def _get_validation_exclusions(self) -> set[str]:
-        return _without_workspace_constraints(super()._get_validation_exclusions(), "entity")
-
-    def validate_unique(self) -> None:
-        return None
 
 
 def _kept(formset: Any) -> list[Any]:
