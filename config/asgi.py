@@ -14,8 +14,16 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from config.routing import websocket_urlpatterns  # noqa: E402
+
+if settings.HIERARCH_EXECUTOR == "inline":
+    # The server process is the executor: it also sweeps, so runs left behind by a restart
+    # resume.
+    from runs.sweeper import start_inline_sweeper
+
+    start_inline_sweeper()
 
 application = ProtocolTypeRouter(
     {

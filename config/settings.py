@@ -174,6 +174,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_BEAT_SCHEDULE = {
+    "sweep-runs": {"task": "runs.tasks.sweep_runs", "schedule": 5.0},
+}
 
 AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
@@ -232,6 +235,27 @@ if env_bool("SECURE_PROXY_SSL_HEADER", False):
 HIERARCH_IMPORT_MAX_BYTES = env_int("HIERARCH_IMPORT_MAX_BYTES", 5 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = HIERARCH_IMPORT_MAX_BYTES + 1024 * 1024
 
+# The engine: how long a worker's lease on a run lasts before a sweeper may hand the run to
+# another worker, and how many threads the inline executor runs.
+HIERARCH_ENGINE = {
+    "LEASE_SECONDS": env_int("HIERARCH_LEASE_SECONDS", 30),
+    "INLINE_WORKERS": env_int("HIERARCH_INLINE_WORKERS", 4),
+}
+
+# Models: the built-in offline model's nominal prices and artificial latency (so budgets and
+# dashboards behave as with a paid model), and the timeout of every model call.
+HIERARCH_OFFLINE_MODEL = {
+    "PRICE_PER_1K_INPUT_TOKENS": float(env_str("HIERARCH_OFFLINE_PRICE_PER_1K_INPUT", "0.0005")),
+    "PRICE_PER_1K_OUTPUT_TOKENS": float(env_str("HIERARCH_OFFLINE_PRICE_PER_1K_OUTPUT", "0.0015")),
+    "LATENCY_MS": env_int("HIERARCH_OFFLINE_LATENCY_MS", 0),
+}
+HIERARCH_MODEL_TIMEOUT_S = env_int("HIERARCH_MODEL_TIMEOUT_S", 60)
+
+# Tools: the hosts the http_request tool may call (exact names or *.domain); private and
+# loopback addresses are refused unless allowed.
+HIERARCH_HTTP_ALLOWED_HOSTS = env_list("HIERARCH_HTTP_ALLOWED_HOSTS", [])
+HIERARCH_HTTP_ALLOW_PRIVATE = env_bool("HIERARCH_HTTP_ALLOW_PRIVATE", False)
+
 # Governance defaults, in one namespaced dict.
 HIERARCH_GOVERNANCE = {
     "DEFAULT_MAX_RECURSION_DEPTH": 5,
@@ -244,5 +268,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "LiteLLM": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+    },
 }

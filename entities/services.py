@@ -599,6 +599,8 @@ def tool_upsert(*, workspace: Workspace, definition: Any) -> Tool:
         "rate_limit": tool_definition["rate_limit"],
         "permissions": tool_definition["permissions"],
         "sandbox_mode": tool_definition["sandbox_mode"],
+        "implementation": tool_definition["implementation"],
+        "output_schema": tool_definition["output_schema"],
     }
     tool, created = Tool.objects.get_or_create(
         workspace=workspace, tool_id=tool_definition["tool_id"], defaults=fields

@@ -1,1 +1,234 @@
-"""Models arrive with the issues that build this app."""
+"""Runs and everything a run records: steps, model calls, tool calls, events.
+
+Mirrors seed 000 §5 (`execution_runs`, `llm_interaction_logs`, `tool_interaction_logs`) with
+what DESIGN.md adds: the root run (its id is the trace id), the pinned entity version, the
+workspace, the WAITING/PAUSED/CANCELLED/BLOCKED statuses, a lease for crash recovery, due
+times for scheduled work, counters that include descendants, and a per-trace event sequence.
+Every write goes through `runs/services.py` and `runs/store.py`.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    WAITING = "WAITING"  # on child runs
+    PAUSED = "PAUSED"  # on a human
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    BLOCKED = "BLOCKED"  # a recoverable stop: budget exhausted, max passes exhausted
+
+
+TERMINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.PAUSED)
+
+
+class Run(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(
+        "entities.Workspace", on_delete=models.PROTECT, related_name="runs"
+    )
+    entity = models.ForeignKey("entities.Entity", on_delete=models.PROTECT, related_name="runs")
+    entity_version = models.ForeignKey(
+        "entities.EntityVersion", on_delete=models.PROTECT, related_name="runs"
+    )
+    parent = models.ForeignKey(
+        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="children"
+    )
+    root = models.ForeignKey(
+        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="descendants"
+    )
+    trace_id = models.UUIDField(db_index=True)
+    span_id = models.CharField(max_length=50, blank=True)
+    # Which step of the parent started this run, and its place in a parallel group.
+    parent_step_key = models.CharField(max_length=150, blank=True)
+    group_index = models.PositiveIntegerField(default=0)
+    depth = models.PositiveIntegerField(default=0)
+    depth_limit = models.PositiveIntegerField(default=5)  # the root's max_recursion_depth
+    lineage = models.JSONField(default=list, blank=True)  # ancestor ids, root first
+
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.PENDING)
+    input_data = models.JSONField(default=dict, blank=True)
+    context = models.JSONField(default=dict, blank=True)
+    output_data = models.JSONField(null=True, blank=True)
+    state = models.JSONField(default=dict, blank=True)
+    dynamic_plan = models.JSONField(null=True, blank=True)  # the reconciled plan, as run
+    cursor = models.PositiveIntegerField(default=0)  # index in the plan of the next step
+    iteration = models.PositiveIntegerField(default=1)
+    error_code = models.CharField(max_length=50, blank=True)
+    error_message = models.TextField(blank=True)
+
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    execution_time_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    # Counters of this run and all its descendants.
+    total_cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    total_tokens = models.PositiveBigIntegerField(default=0)
+    llm_calls = models.PositiveIntegerField(default=0)
+    tool_calls = models.PositiveIntegerField(default=0)
+
+    # Durable execution: who works on the run until when, and when it should be looked at
+    # again (a retry backoff, a sweep).
+    lease_owner = models.CharField(max_length=100, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    wake_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    event_seq = models.PositiveBigIntegerField(default=0)  # last event number of the trace (root)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["entity"], name="run_entity_idx"),
+            models.Index(fields=["status"], name="run_status_idx"),
+            models.Index(fields=["-started_at"], name="run_started_idx"),
+            models.Index(fields=["workspace", "-created_at"], name="run_workspace_idx"),
+            models.Index(fields=["parent", "parent_step_key"], name="run_parent_step_idx"),
+            models.Index(fields=["status", "lease_expires_at"], name="run_lease_idx"),
+            models.Index(fields=["status", "wake_at"], name="run_wake_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.status})"
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent_id is None
+
+
+class StepStatus(models.TextChoices):
+    RUNNING = "RUNNING"
+    WAITING = "WAITING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    SKIPPED = "SKIPPED"
+    CANCELLED = "CANCELLED"
+
+
+class StepRun(models.Model):
+    """One attempt of one plan step in one iteration."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    step_key = models.CharField(max_length=150)
+    position = models.PositiveIntegerField()
+    iteration = models.PositiveIntegerField(default=1)
+    attempt = models.PositiveIntegerField(default=1)
+    name = models.CharField(max_length=200)
+    type = models.CharField(max_length=30)
+    status = models.CharField(max_length=20, choices=StepStatus.choices)
+    input = models.JSONField(null=True, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error_code = models.CharField(max_length=50, blank=True)
+    error_message = models.TextField(blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["started_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "step_key", "iteration", "attempt"], name="steprun_unique_attempt"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} #{self.attempt} ({self.status})"
+
+
+class LLMCall(models.Model):
+    """One model call (seed 000 §5 `llm_interaction_logs`)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="llm_call_rows")
+    step = models.ForeignKey(
+        StepRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="llm_calls"
+    )
+    call_key = models.CharField(max_length=300, unique=True)
+    purpose = models.CharField(max_length=30, default="THOUGHT")
+    timestamp = models.DateTimeField(auto_now_add=True)
+    model_provider = models.CharField(max_length=50)
+    model_name = models.CharField(max_length=100)
+    input_prompt = models.TextField()
+    output_response = models.TextField()
+    prompt_tokens = models.PositiveIntegerField()
+    completion_tokens = models.PositiveIntegerField()
+    total_tokens = models.PositiveIntegerField()
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6)
+    latency_ms = models.PositiveIntegerField()
+    temperature = models.FloatField(null=True, blank=True)
+    reasoning_mode = models.CharField(max_length=50, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["timestamp"]
+        indexes = [
+            models.Index(fields=["run"], name="llm_logs_run_idx"),
+            models.Index(fields=["-timestamp"], name="llm_logs_timestamp_idx"),
+            models.Index(fields=["model_provider", "model_name"], name="llm_logs_model_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model_provider}/{self.model_name} ({self.total_tokens} tokens)"
+
+
+class ToolCall(models.Model):
+    """One tool call (seed 000 §5 `tool_interaction_logs`)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_call_rows")
+    step = models.ForeignKey(
+        StepRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="tool_calls"
+    )
+    idempotency_key = models.CharField(max_length=300, unique=True)
+    timestamp = models.DateTimeField(auto_now_add=True)
+    tool_id = models.CharField(max_length=100)
+    tool_name = models.CharField(max_length=200)
+    provider = models.CharField(max_length=50, blank=True)
+    input_parameters = models.JSONField()
+    output_result = models.JSONField(null=True, blank=True)
+    success = models.BooleanField()
+    error_message = models.TextField(blank=True)
+    latency_ms = models.PositiveIntegerField()
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["timestamp"]
+        indexes = [
+            models.Index(fields=["run"], name="tool_logs_run_idx"),
+            models.Index(fields=["tool_id"], name="tool_logs_tool_idx"),
+            models.Index(fields=["-timestamp"], name="tool_logs_timestamp_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_id} ({'ok' if self.success else 'failed'})"
+
+
+class RunEvent(models.Model):
+    """The append-only, per-trace ordered event log the live trace replays."""
+
+    trace_id = models.UUIDField()
+    seq = models.PositiveBigIntegerField()
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    type = models.CharField(max_length=50)
+    payload = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["trace_id", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["trace_id", "seq"], name="runevent_unique_seq")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id}#{self.seq} {self.type}"

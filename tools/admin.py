@@ -27,13 +27,16 @@ class ToolForm(forms.ModelForm):
             "provider",
             "permissions",
             "sandbox_mode",
+            "implementation",
             "authentication",
             "function_schema",
+            "output_schema",
             "rate_limit",
         ]
         field_classes = {
             "authentication": PrettyJSONField,
             "function_schema": PrettyJSONField,
+            "output_schema": PrettyJSONField,
             "rate_limit": PrettyJSONField,
         }
         widgets = {"description": forms.Textarea(attrs={"rows": 2})}
@@ -54,6 +57,15 @@ class ToolForm(forms.ModelForm):
             "name, description and parameters (a JSON Schema) the model calls the tool with."
         )
         self.fields["rate_limit"].help_text = "calls_per_minute and calls_per_hour (null: none)."
+        self.fields["implementation"].help_text = (
+            "The built-in adapter that runs the tool; empty for a tool that cannot run yet. "
+            "simulated answers with a value valid against the output schema."
+        )
+        output_schema = self.fields["output_schema"]
+        output_schema.required = False
+        output_schema.help_text = (
+            "A JSON Schema of the tool's result (empty: none). Required for a simulated tool."
+        )
 
     def clean(self) -> dict:
         data = super().clean()
@@ -66,6 +78,8 @@ class ToolForm(forms.ModelForm):
             "provider": data.get("provider"),
             "permissions": data.get("permissions"),
             "sandbox_mode": bool(data.get("sandbox_mode")),
+            "implementation": data.get("implementation") or None,
+            "output_schema": data.get("output_schema"),
             **{name: data.get(name) or {} for name in self._JSON},
         }
         normalized, problems = normalize_tool(definition)
@@ -76,14 +90,30 @@ class ToolForm(forms.ModelForm):
         if not problems:
             for name in self._JSON:
                 data[name] = normalized[name]
+            data["implementation"] = normalized["implementation"]
+            data["output_schema"] = normalized["output_schema"]
         return data
 
 
 @admin.register(Tool)
 class ToolAdmin(WorkspaceScopedAdmin):
     form = ToolForm
-    list_display = ["tool_id", "name", "provider", "permissions", "sandbox_mode", "workspace"]
-    list_filter = ["permissions", "sandbox_mode", "provider", ScopedWorkspaceFilter]
+    list_display = [
+        "tool_id",
+        "name",
+        "implementation",
+        "provider",
+        "permissions",
+        "sandbox_mode",
+        "workspace",
+    ]
+    list_filter = [
+        "permissions",
+        "sandbox_mode",
+        "implementation",
+        "provider",
+        ScopedWorkspaceFilter,
+    ]
     search_fields = ["tool_id", "name", "description"]
     list_select_related = ["workspace"]
     readonly_fields = ["used_by", "created_at", "updated_at"]

@@ -1,6 +1,7 @@
-"""The workspace's tool registry (seed 000 §3.6.1).
+"""The workspace's tool registry (seed 000 §3.6.1), and the rows the `record` tool writes.
 
-Entities reference tools by `tool_id`; the registry holds each tool's one definition.
+Entities reference tools by `tool_id`; the registry holds each tool's one definition. A tool
+runs through the built-in adapter its `implementation` names (`tools/builtin/`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,13 @@ class ToolPermission(models.TextChoices):
     READ = "READ"
     WRITE = "WRITE"
     EXECUTE = "EXECUTE"
+
+
+def implementation_choices() -> list[tuple[str, str]]:
+    """The registered built-ins; a callable so that a new adapter needs no migration."""
+    from tools.builtin import BUILTINS
+
+    return [(name, name) for name in sorted(BUILTINS)]
 
 
 class Tool(models.Model):
@@ -29,6 +37,11 @@ class Tool(models.Model):
         max_length=10, choices=ToolPermission.choices, default=ToolPermission.READ
     )
     sandbox_mode = models.BooleanField(default=False)
+    # Null: the tool is declared (the model may plan with it) but cannot run yet.
+    implementation = models.CharField(
+        max_length=100, null=True, blank=True, default=None, choices=implementation_choices
+    )
+    output_schema = models.JSONField(null=True, blank=True, default=None)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -53,4 +66,33 @@ class Tool(models.Model):
             "rate_limit": self.rate_limit,
             "permissions": self.permissions,
             "sandbox_mode": self.sandbox_mode,
+            "implementation": self.implementation,
+            "output_schema": self.output_schema,
         }
+
+
+class RecordedRow(models.Model):
+    """A row appended by the `record` tool: the observable side effect of a WRITE call.
+
+    `idempotency_key` is unique, so a replayed call finds the row it wrote instead of writing
+    a second one. `run_id` is kept as text, not a foreign key: a row outlives its run's
+    retention and may be written by a call outside a run.
+    """
+
+    workspace = models.ForeignKey(
+        "entities.Workspace", on_delete=models.CASCADE, related_name="recorded_rows"
+    )
+    run_id = models.CharField(max_length=100, blank=True, db_index=True)
+    idempotency_key = models.CharField(max_length=255, unique=True)
+    table = models.CharField(max_length=100)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["workspace", "table", "id"], name="recordedrow_table"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.table} #{self.pk}"

@@ -1,0 +1,182 @@
+"""Plan semantics (DESIGN.md "Plan semantics"): pure functions from a definition and a run's
+state to the steps to run, the input of a child, the output of a run.
+
+A definition is the pinned version's snapshot in the exchange format; a plan is a list of
+step dicts: key, name, type, order, target_entity, tool_id, prompt_template, required,
+exit_conditions, input_mapping, relationship, condition.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from runs.engine import jsonlogic
+
+CHILD = "CHILD_ENTITY_INVOCATION"
+
+
+def build_static_plan(definition: dict, child_names: dict[str, str] | None = None) -> list[dict]:
+    """The plan without dynamic planning: the static plan's steps when it is enabled, else one
+    step per child link in order (named after the child), else (an atomic entity) one THOUGHT
+    step."""
+    child_names = child_names or {}
+    links = definition["hierarchy"]["children"]
+    link_of = {}
+    for link in links:
+        link_of.setdefault(link["child_id"], link)
+    static = definition["planning"]["static_plan"]
+    if static.get("enabled") and static.get("steps"):
+        plan = []
+        for step in sorted(static["steps"], key=lambda s: s["order"]):
+            target = step.get("target") or {}
+            link = link_of.get(target.get("entity_id") or "", {})
+            plan.append(
+                {
+                    "key": step.get("step_id") or f"step-{step['order']}",
+                    "name": step["name"],
+                    "type": step["type"],
+                    "order": step["order"],
+                    "target_entity": target.get("entity_id"),
+                    "tool_id": target.get("tool_id"),
+                    "prompt_template": target.get("prompt_template"),
+                    "required": step.get("required", True),
+                    "exit_conditions": step.get("exit_conditions", []),
+                    "input_mapping": step.get("input_mapping") or link.get("input_mapping") or {},
+                    "relationship": link.get("relationship", "SEQUENTIAL"),
+                    "condition": _condition(link),
+                }
+            )
+        return plan
+    if links:
+        return [
+            {
+                "key": f"child-{index}",
+                "name": child_names.get(link["child_id"], link["child_id"]),
+                "type": CHILD,
+                "order": index,
+                "target_entity": link["child_id"],
+                "tool_id": None,
+                "prompt_template": None,
+                "required": True,
+                "exit_conditions": [],
+                "input_mapping": link.get("input_mapping") or {},
+                "relationship": link.get("relationship", "SEQUENTIAL"),
+                "condition": _condition(link),
+            }
+            for index, link in enumerate(links, start=1)
+        ]
+    return [
+        {
+            "key": "answer",
+            "name": "Answer",
+            "type": "THOUGHT",
+            "order": 1,
+            "target_entity": None,
+            "tool_id": None,
+            "prompt_template": None,
+            "required": True,
+            "exit_conditions": [],
+            "input_mapping": {},
+            "relationship": "SEQUENTIAL",
+            "condition": None,
+        }
+    ]
+
+
+def _condition(link: dict) -> Any:
+    condition = link.get("condition") or {}
+    if link.get("relationship") == "CONDITIONAL" and condition.get("enabled"):
+        return condition.get("expression")
+    return None
+
+
+def group_at(plan: list[dict], cursor: int) -> list[int]:
+    """Indexes of the steps that run together from `cursor`: consecutive PARALLEL child
+    steps form one group; any other step runs alone."""
+    if cursor >= len(plan):
+        return []
+    first = plan[cursor]
+    if first["type"] != CHILD or first["relationship"] != "PARALLEL":
+        return [cursor]
+    group = [cursor]
+    for index in range(cursor + 1, len(plan)):
+        step = plan[index]
+        if step["type"] == CHILD and step["relationship"] == "PARALLEL":
+            group.append(index)
+        else:
+            break
+    return group
+
+
+def logic_data(state: dict, run_input: dict, iteration: int) -> dict:
+    """What JSONLogic sees: the state plus the reserved keys `input` and `iteration`."""
+    return {**state, "input": run_input, "iteration": iteration}
+
+
+def holds(expression: Any, data: dict) -> bool:
+    if expression is None:
+        return True
+    return bool(jsonlogic.evaluate(jsonlogic.parse(expression), data))
+
+
+def apply_output(state: dict, step_name: str, output: Any) -> dict:
+    """A step's output lands under its name and, when an object, its keys at the top level."""
+    new_state = dict(state)
+    new_state[step_name] = output
+    if isinstance(output, dict):
+        new_state.update(output)
+    return new_state
+
+
+def map_input(mapping: dict, target_schema: dict, data: dict) -> dict:
+    """A child's input (or a tool's arguments): the mapping's JSONLogic expressions evaluated
+    against `data`, else the target schema's property names taken from `data`."""
+    if mapping:
+        # Values are JSONLogic: an operation object, or a literal ("leads", 3, true).
+        return {key: jsonlogic.evaluate(expr, data) for key, expr in mapping.items()}
+    properties = (target_schema or {}).get("properties") or {}
+    return {name: data[name] for name in properties if name in data}
+
+
+def next_index(plan: list[dict], step: dict, data: dict) -> int | str | None:
+    """Where to go after `step` by its exit conditions: a plan index, "END", "ESCALATE", or
+    None to go on to the next step."""
+    for exit_condition in step.get("exit_conditions") or []:
+        if holds(exit_condition["condition"], data):
+            target = exit_condition["next_step"]
+            if target in ("END", "ESCALATE"):
+                return target
+            for index, candidate in enumerate(plan):
+                if candidate.get("order") == target:
+                    return index
+    return None
+
+
+def extract_output(state: dict, output_schema: dict) -> dict:
+    """The entity's output: each property of its output schema from the top of the state."""
+    properties = (output_schema or {}).get("properties") or {}
+    if not properties:
+        return {k: v for k, v in state.items() if not isinstance(v, dict | list) or k == "text"}
+    return {name: state[name] for name in properties if name in state}
+
+
+def render_template(template: str, data: dict) -> str:
+    """`{name}` placeholders from the state; objects are written as JSON, unknown names stay."""
+
+    class Values(dict):
+        def __missing__(self, key: str) -> str:
+            return "{" + key + "}"
+
+    values = Values(
+        {k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in data.items()}
+    )
+    try:
+        return template.format_map(values)
+    except (ValueError, IndexError, AttributeError):
+        return template
+
+
+def names(items: Iterable[dict], key: str = "name") -> list[str]:
+    return [item[key] for item in items]

@@ -1,0 +1,23 @@
+"""The engine wired to the real parts: the ORM store, the litellm gateway, the tool runner."""
+
+from __future__ import annotations
+
+import threading
+
+from runs.engine.core import Engine
+
+_shared = threading.local()
+
+
+def engine() -> Engine:
+    """An engine for this thread: the gateway and tool runner are reused, the store (which
+    carries the lease owner) is new for each call."""
+    from runs.executors import enqueue
+    from runs.gateway import LiteLLMGateway
+    from runs.store import OrmRunStore
+    from tools.runner import RegistryToolRunner
+
+    if not hasattr(_shared, "parts"):
+        _shared.parts = (LiteLLMGateway(), RegistryToolRunner())
+    model, tools = _shared.parts
+    return Engine(store=OrmRunStore(), model=model, tools=tools, enqueue=enqueue)

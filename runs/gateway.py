@@ -1,0 +1,450 @@
+"""The model gateway: every model call of the product, through litellm.
+
+`LiteLLMGateway` implements the engine's `ModelClient` port. It maps a provider-neutral
+`ModelRequest` onto `litellm.completion`, decodes the answer (JSON validated against the
+requested schema, or the function the model called), measures latency, prices the call, and
+turns every failure into a `ModelError` whose `code` and `retryable` the engine's retry policy
+understands. The built-in offline model (`runs/offline.py`) is registered as the litellm
+provider `local`, so `local/<any name>` goes through the same path as a paid model.
+
+litellm takes seconds to import, so it is imported once, lazily, on the first call, never at
+Django startup. Settings read (all optional):
+
+    HIERARCH_OFFLINE_MODEL = {
+        "PRICE_PER_1K_INPUT_TOKENS": 0.0005,   # USD, the offline model's nominal price
+        "PRICE_PER_1K_OUTPUT_TOKENS": 0.0015,
+        "LATENCY_MS": 0,                       # artificial latency of each offline call
+    }
+    HIERARCH_MODEL_TIMEOUT_S = 60              # per call, any provider
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import time
+from decimal import Decimal
+from types import ModuleType
+from typing import Any
+
+from django.conf import settings
+
+from runs.engine.ports import LLM_ERROR, TIMEOUT, ModelError, ModelReply, ModelRequest
+
+OFFLINE_PROVIDER = "local"
+OFFLINE_DEFAULTS: dict[str, Any] = {
+    "PRICE_PER_1K_INPUT_TOKENS": 0.0005,
+    "PRICE_PER_1K_OUTPUT_TOKENS": 0.0015,
+    "LATENCY_MS": 0,
+}
+DEFAULT_TIMEOUT_S = 60.0
+
+_litellm: ModuleType | None = None
+_litellm_lock = threading.Lock()
+_THOUSAND = Decimal(1000)
+_KEYISH = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+_PREFIXES = re.compile(r"^(?:(?:litellm\.)?\w*(?:Error|Exception|Timeout)(?::\s*|\s+-\s+))+")
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+def litellm_module() -> ModuleType:
+    """litellm, imported once with the offline provider registered."""
+    global _litellm
+    if _litellm is not None:
+        return _litellm
+    with _litellm_lock:
+        if _litellm is None:
+            # Without this, litellm tries to download its price map on import (and, with no
+            # network, retries on every start).
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            import litellm
+
+            from runs.offline import OfflineModel
+
+            for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+                # litellm logs two INFO lines per call; unless LOGGING says otherwise, keep
+                # only its warnings (the lines cost more than the offline model's answer).
+                logger = logging.getLogger(name)
+                if logger.level == logging.NOTSET:
+                    logger.setLevel(logging.WARNING)
+            litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" on stdout
+            litellm.telemetry = False
+            litellm.custom_provider_map = [
+                *(p for p in litellm.custom_provider_map if p["provider"] != OFFLINE_PROVIDER),
+                {"provider": OFFLINE_PROVIDER, "custom_handler": OfflineModel()},
+            ]
+            _litellm = litellm
+    return _litellm
+
+
+class LiteLLMGateway:
+    """The `ModelClient` of the product: litellm for every provider, `local` included.
+
+    `timeout_s` and `offline` override the settings (tests, benchmarks); by default both are
+    read from settings at each call, which costs a dictionary look-up.
+    """
+
+    def __init__(
+        self, *, timeout_s: float | None = None, offline: dict[str, Any] | None = None
+    ) -> None:
+        self._timeout_s = timeout_s
+        self._offline = offline
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        litellm = litellm_module()
+        offline = self._offline_settings() if request.provider == OFFLINE_PROVIDER else None
+        if offline is not None:
+            _price_offline_model(litellm, request.model, offline)
+        kwargs = self._arguments(request, offline)
+        started = time.perf_counter()
+        failure: ModelError | None = None
+        try:
+            response = litellm.completion(**kwargs)
+        except Exception as exc:  # every failure becomes a ModelError, whatever raised it
+            failure = model_error(exc, request)
+        if failure is not None:
+            # Raised outside the handler, so the original (whose text may hold the key) is
+            # not chained to it as __context__ for a log to print.
+            raise failure
+        latency_ms = round((time.perf_counter() - started) * 1000)
+        return self._reply(request, response, latency_ms, offline)
+
+    def count_tokens(self, model: str, text: str) -> int:
+        try:
+            return int(litellm_module().token_counter(model=model, text=text))
+        except Exception:
+            return len(text) // 4 + 1  # about four characters a token in English
+
+    def _count_messages(self, request: ModelRequest) -> int:
+        try:
+            return int(
+                litellm_module().token_counter(model=request.model, messages=list(request.messages))
+            )
+        except Exception:
+            return sum(
+                self.count_tokens(request.model, str(m.get("content"))) for m in request.messages
+            )
+
+    # --- request ---------------------------------------------------------------------------
+
+    def _arguments(self, request: ModelRequest, offline: dict[str, Any] | None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": f"{request.provider}/{request.model}",
+            "messages": list(request.messages),
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+            "timeout": self._timeout(),
+            # The engine's retry policy decides about retries, with its backoff and its
+            # records; a client retrying silently underneath would hide attempts and time.
+            "max_retries": 0,
+        }
+        if request.max_tokens is not None:
+            kwargs["max_tokens"] = request.max_tokens
+        if request.response_schema is not None:
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": _schema_name(request),
+                    "schema": request.response_schema,
+                    "strict": False,
+                },
+            }
+        if request.tools:
+            kwargs["tools"] = [_tool(tool) for tool in request.tools]
+            if request.tool_choice:
+                kwargs["tool_choice"] = _tool_choice(request.tool_choice)
+            # Our tools are plain functions, never MCP servers: skip litellm's MCP gateway
+            # check, which imports the optional `mcp` package on every call with tools.
+            kwargs["_skip_mcp_handler"] = True
+        if request.api_base:
+            kwargs["api_base"] = request.api_base
+        if request.api_key:
+            kwargs["api_key"] = request.api_key
+        if offline is not None and offline["LATENCY_MS"]:
+            kwargs["latency_ms"] = offline["LATENCY_MS"]
+        return kwargs
+
+    def _timeout(self) -> float:
+        if self._timeout_s is not None:
+            return self._timeout_s
+        return float(getattr(settings, "HIERARCH_MODEL_TIMEOUT_S", DEFAULT_TIMEOUT_S))
+
+    def _offline_settings(self) -> dict[str, Any]:
+        given = self._offline
+        if given is None:
+            given = getattr(settings, "HIERARCH_OFFLINE_MODEL", None) or {}
+        return {**OFFLINE_DEFAULTS, **given} if given else OFFLINE_DEFAULTS
+
+    # --- reply -----------------------------------------------------------------------------
+
+    def _reply(
+        self,
+        request: ModelRequest,
+        response: Any,
+        latency_ms: int,
+        offline: dict[str, Any] | None,
+    ) -> ModelReply:
+        where = f"{request.provider}/{request.model}"
+        if not getattr(response, "choices", None):
+            raise ModelError(f"{where} answered with no choices", code=LLM_ERROR, retryable=True)
+        choice = response.choices[0]
+        message = choice.message
+        content = message.content or ""
+        usage = getattr(response, "usage", None)
+        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        if not prompt_tokens and not completion_tokens:
+            # A provider that reports no usage still spent tokens; count them as litellm would.
+            prompt_tokens = self._count_messages(request)
+            completion_tokens = self.count_tokens(request.model, content) if content else 0
+
+        tool_name: str | None = None
+        tool_arguments: dict[str, Any] | None = None
+        tool_calls = getattr(message, "tool_calls", None) or []
+        if tool_calls:
+            function = tool_calls[0].function
+            tool_name = function.name
+            tool_arguments = _tool_arguments(where, tool_name, function.arguments)
+            offered = {_tool(t)["function"].get("name") for t in request.tools}
+            if tool_name not in offered:
+                raise ModelError(
+                    f"{where} called the function {tool_name!r}, which was not offered "
+                    f"(offered: {', '.join(sorted(n for n in offered if n))})",
+                    code=LLM_ERROR,
+                    retryable=True,
+                )
+        elif request.tool_choice and request.tool_choice not in ("auto", "none"):
+            raise ModelError(
+                f"{where} answered without calling the function {request.tool_choice!r} "
+                "it was asked to call",
+                code=LLM_ERROR,
+                retryable=True,
+            )
+
+        parsed: Any = None
+        if request.response_schema is not None and tool_name is None:
+            parsed = _decode_json(where, content)
+            _validate(where, parsed, request.response_schema)
+
+        raw: dict[str, Any] = {
+            "id": getattr(response, "id", None),
+            "model": getattr(response, "model", None),
+            "finish_reason": getattr(choice, "finish_reason", None),
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+        }
+        if tool_calls:
+            raw["tool_calls"] = [
+                {"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+                for c in tool_calls
+            ]
+        if offline is not None:
+            cost = (
+                Decimal(prompt_tokens) * Decimal(str(offline["PRICE_PER_1K_INPUT_TOKENS"]))
+                + Decimal(completion_tokens) * Decimal(str(offline["PRICE_PER_1K_OUTPUT_TOKENS"]))
+            ) / _THOUSAND
+        else:
+            cost = _provider_cost(response)
+        return ModelReply(
+            content=content,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=cost,
+            latency_ms=latency_ms,
+            provider=request.provider,
+            model=request.model,
+            parsed=parsed,
+            tool_name=tool_name,
+            tool_arguments=tool_arguments,
+            raw=raw,
+        )
+
+
+_priced: dict[str, tuple[float, float]] = {}
+
+
+def _price_offline_model(litellm: ModuleType, model: str, offline: dict[str, Any]) -> None:
+    """Enter an offline model name in litellm's price map, once per name and price.
+
+    litellm prices every response inside `completion()`; for a name missing from its map it
+    searches the whole map on every call, a third of an offline call's time.
+    """
+    prices = (
+        float(offline["PRICE_PER_1K_INPUT_TOKENS"]) / 1000,
+        float(offline["PRICE_PER_1K_OUTPUT_TOKENS"]) / 1000,
+    )
+    if _priced.get(model) == prices:
+        return
+    with _litellm_lock:
+        litellm.register_model(
+            {
+                f"{OFFLINE_PROVIDER}/{model}": {
+                    "input_cost_per_token": prices[0],
+                    "output_cost_per_token": prices[1],
+                    "cache_creation_input_token_cost": 0.0,
+                    "cache_read_input_token_cost": 0.0,
+                    "litellm_provider": OFFLINE_PROVIDER,
+                    "mode": "chat",
+                }
+            }
+        )
+        _priced[model] = prices
+
+
+def model_error(exc: BaseException, request: ModelRequest) -> ModelError:
+    """A litellm (or other) failure as a ModelError, with no secret in its message."""
+    if isinstance(exc, ModelError):
+        return exc
+    import openai  # already imported by litellm; its classes are the bases of litellm's
+
+    litellm = litellm_module()
+    where = f"{request.provider}/{request.model}"
+    detail = _scrub(_exception_text(exc), request.api_key)
+    if isinstance(exc, openai.APITimeoutError):  # litellm.Timeout is one
+        return ModelError(f"{where} did not answer in time: {detail}", code=TIMEOUT)
+    status = getattr(exc, "status_code", None)
+    retryable_classes = (
+        litellm.RateLimitError,
+        litellm.ServiceUnavailableError,
+        litellm.BadGatewayError,
+        litellm.InternalServerError,
+        openai.APIConnectionError,  # litellm.APIConnectionError is one
+    )
+    permanent_classes = (
+        openai.BadRequestError,  # litellm's BadRequest, ContextWindowExceeded, ContentPolicy…
+        openai.AuthenticationError,
+        openai.PermissionDeniedError,
+        openai.NotFoundError,
+        openai.UnprocessableEntityError,
+    )
+    if isinstance(exc, retryable_classes):
+        retryable = True
+    elif isinstance(exc, permanent_classes):
+        retryable = False
+    elif isinstance(status, int):
+        retryable = status in (408, 409, 425, 429) or status >= 500
+    else:
+        retryable = isinstance(exc, openai.APIError)
+    label = _describe(exc, status)
+    return ModelError(f"{where}: {label}: {detail}", code=LLM_ERROR, retryable=retryable)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _schema_name(request: ModelRequest) -> str:
+    schema = request.response_schema or {}
+    title = schema.get("title") if isinstance(schema.get("title"), str) else ""
+    name = _NAME_UNSAFE.sub("_", title or request.purpose.lower() or "answer").strip("_")
+    return (name or "answer")[:64]
+
+
+def _tool(tool: dict[str, Any]) -> dict[str, Any]:
+    if tool.get("type") == "function" and isinstance(tool.get("function"), dict):
+        return tool
+    return {"type": "function", "function": tool}
+
+
+def _tool_choice(choice: str) -> Any:
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def _tool_arguments(where: str, name: str, arguments: Any) -> dict[str, Any]:
+    if isinstance(arguments, dict):
+        return arguments
+    try:
+        decoded = json.loads(arguments or "{}")
+    except (TypeError, ValueError) as exc:
+        raise ModelError(
+            f"{where} called {name!r} with arguments that are not valid JSON ({exc}): "
+            f"{_excerpt(str(arguments))}",
+            code=LLM_ERROR,
+            retryable=True,
+        ) from None
+    if not isinstance(decoded, dict):
+        raise ModelError(
+            f"{where} called {name!r} with arguments that are not a JSON object: "
+            f"{_excerpt(str(arguments))}",
+            code=LLM_ERROR,
+            retryable=True,
+        )
+    return decoded
+
+
+def _decode_json(where: str, content: str) -> Any:
+    text = content.strip()
+    fenced = _FENCE.match(text)
+    if fenced:  # models often wrap JSON in a Markdown code fence
+        text = fenced.group(1)
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ModelError(
+            f"{where} answered text that is not valid JSON where JSON was asked for "
+            f"({exc}): {_excerpt(content)}",
+            code=LLM_ERROR,
+            retryable=True,
+        ) from None
+
+
+def _validate(where: str, value: Any, schema: dict[str, Any]) -> None:
+    import jsonschema  # cheap: already imported by litellm and the engine
+
+    try:
+        validator_class = jsonschema.validators.validator_for(
+            schema, default=jsonschema.Draft202012Validator
+        )
+        error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(value))
+    except (jsonschema.exceptions.SchemaError, jsonschema.exceptions.UnknownType) as exc:
+        raise ModelError(
+            f"the response schema asked of {where} is not a valid JSON Schema: {exc.message}",
+            code=LLM_ERROR,
+            retryable=False,
+        ) from None
+    if error is not None:
+        path = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        raise ModelError(
+            f"{where} answered JSON that does not match the requested schema at {path}: "
+            f"{_excerpt(error.message)}",
+            code=LLM_ERROR,
+            retryable=True,
+        )
+
+
+def _provider_cost(response: Any) -> Decimal:
+    litellm = litellm_module()
+    try:
+        cost = litellm.completion_cost(completion_response=response)
+    except Exception:  # a model missing from the price map costs what we know: nothing
+        return Decimal(0)
+    return Decimal(f"{cost or 0:.12f}").normalize()  # litellm's float, without its noise
+
+
+def _exception_text(exc: BaseException) -> str:
+    text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    # litellm prefixes class names ("litellm.RateLimitError: RateLimitError: OpenAIException -
+    # "); the label says it already.
+    return _PREFIXES.sub("", str(text))
+
+
+def _describe(exc: BaseException, status: Any) -> str:
+    name = type(exc).__name__
+    return f"{name} ({status})" if isinstance(status, int) else name
+
+
+def _scrub(text: str, api_key: str | None) -> str:
+    if api_key:
+        text = text.replace(api_key, "***")
+        if len(api_key) > 8:  # providers echo a key's beginning or end
+            text = text.replace(api_key[:8], "***").replace(api_key[-6:], "***")
+    return _excerpt(_KEYISH.sub(lambda m: m.group(1) + "-***", text))
+
+
+def _excerpt(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,68 @@
+"""python manage.py run_entity NAME --workspace SLUG --input JSON [--wait]"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from entities.models import Entity, Workspace
+from runs.models import TERMINAL, Run
+from runs.selectors import run_document, trace_tree
+from runs.services import RunRefused, run_start
+
+
+class Command(BaseCommand):
+    help = (
+        "Start a run of an entity. With --wait, wait for it to end and print the run (status, "
+        "output, error, metrics) and its trace tree as JSON."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("name", help="entity name (or string id)")
+        parser.add_argument("--workspace", required=True, help="workspace slug")
+        parser.add_argument("--input", default="{}", help="the run input, a JSON object")
+        parser.add_argument("--wait", action="store_true", help="wait for the run to end")
+        parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait")
+
+    def handle(
+        self, *args, name: str, workspace: str, input: str, wait: bool, timeout: float, **options
+    ):
+        target = Workspace.objects.filter(slug=workspace).first()
+        if target is None:
+            raise CommandError(f"there is no workspace {workspace!r}")
+        entity = (
+            Entity.objects.filter(workspace=target, name=name).first()
+            or Entity.objects.filter(workspace=target, external_id=name).first()
+        )
+        if entity is None:
+            raise CommandError(f"there is no entity {name!r} in workspace {workspace!r}")
+        try:
+            input_data = json.loads(input)
+        except json.JSONDecodeError as exc:
+            raise CommandError(
+                f"--input is not valid JSON: {exc.msg} at character {exc.pos}"
+            ) from None
+        try:
+            run = run_start(entity=entity, input_data=input_data)
+        except RunRefused as exc:
+            raise CommandError(f"{exc.code}: {exc}") from None
+        if not wait:
+            self.stdout.write(json.dumps({"run_id": str(run.pk), "status": run.status}))
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            run.refresh_from_db()
+            if run.status in TERMINAL or run.status in ("PAUSED", "BLOCKED"):
+                break
+            time.sleep(0.05)
+        else:
+            raise CommandError(f"run {run.pk} did not end within {timeout:g} s ({run.status})")
+        run = Run.objects.select_related("entity").get(pk=run.pk)
+        document = {"run": run_document(run), **trace_tree(run)}
+        self.stdout.write(json.dumps(document, indent=2, ensure_ascii=False, default=str))
+        if run.status != "COMPLETED":
+            raise CommandError(
+                f"run {run.pk} ended {run.status}: {run.error_code} {run.error_message}"
+            )

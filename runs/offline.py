@@ -1,0 +1,233 @@
+"""The built-in offline model: a litellm custom provider named `local`.
+
+`litellm.completion(model="local/<any name>", ...)` reaches `OfflineModel.completion`, which
+answers deterministically from the messages, with no key and no network:
+
+- `response_format` of type `json_schema`: JSON valid against that schema (`json_object`: a
+  small object);
+- `tools` (with a `tool_choice` naming one, or alone: the first): a call of that function with
+  arguments valid against its parameters;
+- otherwise: a short prose answer.
+
+Usage carries realistic token counts (litellm's tokenizer on the prompt, the schema or tools
+offered, and the answer) so budgets and dashboards behave as with a paid model. A `latency_ms`
+completion parameter makes it slow on purpose; a latency past the call's `timeout` raises
+litellm's Timeout like a real provider.
+
+Imported only by the model gateway (`runs/gateway.py`), after litellm itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import json
+import time
+from typing import Any
+
+import litellm
+from litellm.exceptions import BadRequestError, Timeout
+from litellm.llms.custom_llm import CustomLLM
+from litellm.types.utils import (
+    ChatCompletionMessageToolCall,
+    Choices,
+    Function,
+    Message,
+    ModelResponse,
+    Usage,
+)
+
+from runs.engine.synthesis import synthesize, text_answer
+
+PROVIDER = "local"
+
+# Tokens a provider adds around each call's tools or response schema; counted once per call.
+_OVERHEAD_TOKENS = 8
+
+
+class OfflineModel(CustomLLM):
+    """Deterministic answers for any model name under the `local` provider."""
+
+    def completion(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        api_base: str | None,
+        custom_prompt_dict: dict[str, Any],
+        model_response: ModelResponse,
+        print_verbose: Any,
+        encoding: Any,
+        api_key: str | None,
+        logging_obj: Any,
+        optional_params: dict[str, Any],
+        acompletion: Any = None,
+        litellm_params: dict[str, Any] | None = None,
+        logger_fn: Any = None,
+        headers: dict[str, Any] | None = None,
+        timeout: float | Any | None = None,
+        client: Any = None,
+    ) -> ModelResponse:
+        _wait(model, optional_params.get("latency_ms"), timeout)
+        return answer(model, messages, optional_params, model_response)
+
+    async def acompletion(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        api_base: str | None,
+        custom_prompt_dict: dict[str, Any],
+        model_response: ModelResponse,
+        print_verbose: Any,
+        encoding: Any,
+        api_key: str | None,
+        logging_obj: Any,
+        optional_params: dict[str, Any],
+        acompletion: Any = None,
+        litellm_params: dict[str, Any] | None = None,
+        logger_fn: Any = None,
+        headers: dict[str, Any] | None = None,
+        timeout: float | Any | None = None,
+        client: Any = None,
+    ) -> ModelResponse:
+        latency_s = _latency_s(optional_params.get("latency_ms"))
+        limit = _timeout_s(timeout)
+        if latency_s:
+            await asyncio.sleep(min(latency_s, limit) if limit else latency_s)
+        if limit and latency_s > limit:
+            raise _timeout_error(model, limit)
+        return answer(model, messages, optional_params, model_response)
+
+
+def answer(
+    model: str,
+    messages: list[dict[str, Any]],
+    optional_params: dict[str, Any],
+    model_response: ModelResponse | None = None,
+) -> ModelResponse:
+    """The offline model's reply to one call, as litellm's ModelResponse."""
+    seed = _seed(messages)
+    response = model_response if model_response is not None else ModelResponse()
+    prompt_tokens = litellm.token_counter(model=model, messages=messages)
+    response_format = optional_params.get("response_format")
+    tools = optional_params.get("tools") or []
+    tool_choice = optional_params.get("tool_choice")
+    schema = _response_schema(response_format)
+    tool = _chosen_tool(tools, tool_choice)
+
+    if tool is not None:
+        function = tool.get("function", tool)
+        arguments = json.dumps(synthesize(function.get("parameters") or {}, seed=seed))
+        call = ChatCompletionMessageToolCall(
+            id=f"call_{seed[:24]}",
+            type="function",
+            function=Function(name=function["name"], arguments=arguments),
+        )
+        message = Message(content=None, role="assistant", tool_calls=[call])
+        finish_reason = "tool_calls"
+        completion_tokens = _count(model, function["name"]) + _count(model, arguments)
+        prompt_tokens += _count_offered(model, json.dumps(tools)) + _OVERHEAD_TOKENS
+    elif schema is not None:
+        content = json.dumps(synthesize(schema, seed=seed), ensure_ascii=False)
+        message = Message(content=content, role="assistant")
+        finish_reason = "stop"
+        completion_tokens = _count(model, content)
+        prompt_tokens += _count_offered(model, json.dumps(schema)) + _OVERHEAD_TOKENS
+    else:
+        content = text_answer(messages, seed=seed)
+        finish_reason = "stop"
+        completion_tokens = _count(model, content)
+        limit = optional_params.get("max_tokens")
+        if isinstance(limit, int) and 0 < limit < completion_tokens:
+            # Cut like a real model at its token limit, and say so.
+            words = content.split()
+            content = " ".join(words[: max(1, len(words) * limit // completion_tokens)])
+            completion_tokens = _count(model, content)
+            finish_reason = "length"
+        message = Message(content=content, role="assistant")
+
+    response.choices = [Choices(finish_reason=finish_reason, index=0, message=message)]
+    response.model = f"{PROVIDER}/{model}"
+    response.usage = Usage(  # type: ignore[attr-defined]
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        total_tokens=prompt_tokens + completion_tokens,
+    )
+    return response
+
+
+def _seed(messages: list[dict[str, Any]]) -> str:
+    text = json.dumps(messages, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _response_schema(response_format: Any) -> dict[str, Any] | None:
+    if not isinstance(response_format, dict):
+        return None
+    kind = response_format.get("type")
+    if kind == "json_schema":
+        spec = response_format.get("json_schema") or {}
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        return schema if isinstance(schema, dict) else {"type": "object"}
+    if kind == "json_object":
+        return {"type": "object", "properties": {"answer": {"type": "string"}}}
+    return None
+
+
+def _chosen_tool(tools: list[dict[str, Any]], tool_choice: Any) -> dict[str, Any] | None:
+    if not tools or tool_choice == "none":
+        return None
+    wanted = None
+    if isinstance(tool_choice, dict):
+        wanted = (tool_choice.get("function") or {}).get("name")
+    elif isinstance(tool_choice, str) and tool_choice not in ("auto", "required"):
+        wanted = tool_choice
+    if wanted:
+        for tool in tools:
+            if tool.get("function", tool).get("name") == wanted:
+                return tool
+        raise BadRequestError(
+            message=f"tool_choice names {wanted!r}, which is not among the tools offered",
+            model=wanted,
+            llm_provider=PROVIDER,
+        )
+    return tools[0]
+
+
+def _count(model: str, text: str) -> int:
+    return int(litellm.token_counter(model=model, text=text)) if text else 0
+
+
+@functools.lru_cache(maxsize=512)
+def _count_offered(model: str, text: str) -> int:
+    # The same schemas and tools come back call after call; count each once.
+    return _count(model, text)
+
+
+def _latency_s(latency_ms: Any) -> float:
+    return float(latency_ms) / 1000 if isinstance(latency_ms, int | float) and latency_ms > 0 else 0
+
+
+def _timeout_s(timeout: Any) -> float | None:
+    if isinstance(timeout, int | float) and timeout > 0:
+        return float(timeout)
+    read = getattr(timeout, "read", None)  # an httpx.Timeout
+    return float(read) if isinstance(read, int | float) and read > 0 else None
+
+
+def _wait(model: str, latency_ms: Any, timeout: Any) -> None:
+    latency_s = _latency_s(latency_ms)
+    if not latency_s:
+        return
+    limit = _timeout_s(timeout)
+    time.sleep(min(latency_s, limit) if limit else latency_s)
+    if limit and latency_s > limit:
+        raise _timeout_error(model, limit)
+
+
+def _timeout_error(model: str, limit: float) -> Exception:
+    return Timeout(
+        message=f"the offline model took longer than the {limit:g} s timeout",
+        model=model,
+        llm_provider=PROVIDER,
+    )

@@ -1,0 +1,496 @@
+"""The engine's RunStore on the ORM: leases, step records, events and counters.
+
+Each method is one short transaction. The database is the truth: a broker message or a
+thread-pool task is only a hint to look, so `load` answers None for a run that is finished,
+waiting on a due time, or leased by someone else.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from collections import OrderedDict
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from entities.models import Entity, EntityVersion
+from runs.engine.core import ChildOutcome, ChildRequest, Events, RunView, StepRecord
+from runs.engine.ports import ModelReply, ModelRequest, ToolInvocation, ToolResult
+from runs.models import TERMINAL, LLMCall, Run, RunEvent, RunStatus, StepRun, ToolCall
+
+_DEFINITIONS: OrderedDict[tuple[int, str], dict] = OrderedDict()
+_DEFINITIONS_LOCK = threading.Lock()
+
+
+def pinned_definition(version_id: int, entity_id: Any) -> dict:
+    """A version's snapshot; versions never change, so each process reads one once. The key
+    includes the entity's UUID: a version id alone can come back after a delete (SQLite)."""
+    key = (version_id, str(entity_id))
+    with _DEFINITIONS_LOCK:
+        found = _DEFINITIONS.get(key)
+        if found is not None:
+            _DEFINITIONS.move_to_end(key)
+            return found
+    definition = EntityVersion.objects.values_list("definition", flat=True).get(pk=version_id)
+    with _DEFINITIONS_LOCK:
+        _DEFINITIONS[key] = definition
+        while len(_DEFINITIONS) > 2048:
+            _DEFINITIONS.popitem(last=False)
+    return definition
+
+
+def lease_seconds() -> int:
+    return settings.HIERARCH_ENGINE["LEASE_SECONDS"]
+
+
+def new_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
+
+
+def resolve_entity(workspace_id: int, ref: str) -> Entity | None:
+    entities = Entity.objects.filter(workspace_id=workspace_id)
+    try:
+        found = entities.filter(pk=uuid.UUID(str(ref))).first()
+    except ValueError:
+        found = None
+    return found or entities.filter(Q(external_id=ref) | Q(name=ref)).first()
+
+
+def latest_version(entity: Entity) -> EntityVersion:
+    return entity.versions.order_by("-created_at", "-id").first()
+
+
+class OrmRunStore:
+    def __init__(self, owner: str | None = None):
+        self.owner = owner or new_owner()
+
+    # -- lease ---------------------------------------------------------------------------------
+
+    def load(self, run_id: str) -> RunView | None:
+        now = timezone.now()
+        with transaction.atomic():
+            row = (
+                Run.objects.select_for_update()
+                .select_related("entity")
+                .filter(pk=run_id)
+                .only(*_VIEW_FIELDS)
+                .first()
+            )
+            if row is None or row.status in TERMINAL or row.status in _ASLEEP:
+                return None
+            leased = row.lease_expires_at is not None and row.lease_expires_at > now
+            if leased and row.lease_owner != self.owner:
+                return None
+            if row.wake_at is not None and row.wake_at > now:
+                return None
+            Run.objects.filter(pk=row.pk).update(
+                lease_owner=self.owner,
+                lease_expires_at=now + timedelta(seconds=lease_seconds()),
+                wake_at=None,
+            )
+        return RunView(
+            id=str(row.pk),
+            trace_id=str(row.trace_id),
+            workspace_id=row.workspace_id,
+            definition=pinned_definition(row.entity_version_id, row.entity_id),
+            status=row.status,
+            input=row.input_data,
+            state=row.state,
+            plan=row.dynamic_plan,
+            cursor=row.cursor,
+            iteration=row.iteration,
+            depth=row.depth,
+            depth_limit=row.depth_limit,
+            parent_id=str(row.parent_id) if row.parent_id else None,
+            entity_status=row.entity.status,
+            output=row.output_data,
+            error_code=row.error_code,
+            error_message=row.error_message,
+            cancel_requested=row.cancel_requested,
+        )
+
+    def release(self, run: RunView) -> None:
+        Run.objects.filter(pk=run.id, lease_owner=self.owner).update(
+            lease_owner="", lease_expires_at=None
+        )
+
+    # -- progress -----------------------------------------------------------------------------
+
+    def _write_run(self, run: RunView, **extra: Any) -> None:
+        now = timezone.now()
+        fields = {
+            "status": run.status,
+            "state": run.state,
+            "dynamic_plan": run.plan,
+            "cursor": run.cursor,
+            "iteration": run.iteration,
+            "output_data": run.output,
+            "error_code": run.error_code,
+            "error_message": run.error_message[:10_000],
+            "lease_expires_at": now + timedelta(seconds=lease_seconds()),
+            **extra,
+        }
+        query = Run.objects.filter(pk=run.id)
+        if run.status == RunStatus.RUNNING:
+            query.filter(started_at__isnull=True).update(started_at=now)
+        query.update(**fields)
+
+    def _write_steps(self, run: RunView, steps: list[StepRecord]) -> None:
+        now = timezone.now()
+        for step in steps:
+            finished = step.status in ("COMPLETED", "FAILED", "SKIPPED", "CANCELLED")
+            StepRun.objects.update_or_create(
+                run_id=run.id,
+                step_key=step.key,
+                iteration=step.iteration,
+                attempt=step.attempt,
+                defaults={
+                    "position": step.position,
+                    "name": step.name[:200],
+                    "type": step.type,
+                    "status": step.status,
+                    "input": step.input,
+                    "output": step.output,
+                    "error_code": step.error_code,
+                    "error_message": step.error_message[:10_000],
+                    "finished_at": now if finished else None,
+                },
+                create_defaults={
+                    "position": step.position,
+                    "name": step.name[:200],
+                    "type": step.type,
+                    "status": step.status,
+                    "input": step.input,
+                    "output": step.output,
+                    "error_code": step.error_code,
+                    "error_message": step.error_message[:10_000],
+                    "started_at": now,
+                    "finished_at": now if finished else None,
+                },
+            )
+
+    def save(self, run: RunView, *, steps: list[StepRecord], events: Events) -> None:
+        with transaction.atomic():
+            self._write_run(run)
+            self._write_steps(run, steps)
+            append_events(run.trace_id, run.id, events.items)
+
+    def spawn(
+        self, run: RunView, *, children: list[ChildRequest], steps: list[StepRecord], events: Events
+    ) -> list[str]:
+        parent = Run.objects.only("lineage", "trace_id", "created_by_id").get(pk=run.id)
+        rows = []
+        for request in children:
+            entity, version = self._resolved(run.workspace_id, request.entity_ref)
+            rows.append(
+                Run(
+                    workspace_id=run.workspace_id,
+                    entity=entity,
+                    entity_version=version,
+                    parent_id=run.id,
+                    root_id=run.trace_id,
+                    trace_id=run.trace_id,
+                    parent_step_key=f"{request.step_key}#{run.iteration}",
+                    group_index=request.group_index,
+                    depth=run.depth + 1,
+                    depth_limit=run.depth_limit,
+                    lineage=[*parent.lineage, run.id],
+                    input_data=request.input,
+                    created_by_id=parent.created_by_id,
+                )
+            )
+            events.add(
+                "run.created",
+                run_id=str(rows[-1].pk),
+                parent_id=run.id,
+                entity=entity.name,
+                type=entity.type,
+            )
+        with transaction.atomic():
+            Run.objects.bulk_create(rows)
+            self._write_run(run)
+            self._write_steps(run, steps)
+            append_events(run.trace_id, run.id, events.items)
+        return [str(row.pk) for row in rows]
+
+    def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
+        keys = [f"{key}#{run.iteration}" for key in step_keys]
+        rows = list(
+            Run.objects.filter(parent_id=run.id, parent_step_key__in=keys)
+            .select_related("entity")
+            .only(
+                "status",
+                "output_data",
+                "error_code",
+                "error_message",
+                "parent_step_key",
+                "group_index",
+                "entity__name",
+            )
+            .order_by("group_index")
+        )
+        if any(row.status not in TERMINAL for row in rows):
+            return None
+        return [
+            ChildOutcome(
+                run_id=str(row.pk),
+                step_key=row.parent_step_key.rsplit("#", 1)[0],
+                status=row.status,
+                output=row.output_data,
+                error_code=row.error_code,
+                error_message=row.error_message,
+                entity_name=row.entity.name,
+            )
+            for row in rows
+        ]
+
+    def finish(self, run: RunView, *, steps: list[StepRecord], events: Events) -> str | None:
+        now = timezone.now()
+        with transaction.atomic():
+            started = Run.objects.values_list("started_at", "created_at").get(pk=run.id)
+            began = started[0] or started[1]
+            self._write_run(
+                run,
+                completed_at=now,
+                execution_time_ms=int((now - began).total_seconds() * 1000),
+                lease_owner="",
+                lease_expires_at=None,
+            )
+            self._write_steps(run, steps)
+            append_events(run.trace_id, run.id, events.items)
+            if run.parent_id is None:
+                return None
+            # Lock the parent so siblings finishing at the same moment take turns; the last
+            # one sees every sibling finished and wakes the parent.
+            parent = Run.objects.select_for_update().only("status").get(pk=run.parent_id)
+            if parent.status != RunStatus.WAITING:
+                return None
+            key = Run.objects.values_list("parent_step_key", flat=True).get(pk=run.id)
+            unfinished = (
+                Run.objects.filter(parent_id=run.parent_id, parent_step_key=key)
+                .exclude(status__in=TERMINAL)
+                .exists()
+            )
+            return None if unfinished else run.parent_id
+
+    # -- calls ----------------------------------------------------------------------------------
+
+    def recorded_reply(self, call_key: str) -> ModelReply | None:
+        row = LLMCall.objects.filter(call_key=call_key).first()
+        if row is None:
+            return None
+        meta = row.metadata or {}
+        return ModelReply(
+            content=row.output_response,
+            prompt_tokens=row.prompt_tokens,
+            completion_tokens=row.completion_tokens,
+            cost_usd=row.cost_usd,
+            latency_ms=row.latency_ms,
+            provider=row.model_provider,
+            model=row.model_name,
+            parsed=meta.get("parsed"),
+            tool_name=meta.get("tool_name"),
+            tool_arguments=meta.get("tool_arguments"),
+        )
+
+    def record_model_call(
+        self,
+        run: RunView,
+        step: StepRecord,
+        call_key: str,
+        request: ModelRequest,
+        reply: ModelReply,
+    ) -> None:
+        prompt = "\n\n".join(f"[{m['role']}] {m.get('content') or ''}" for m in request.messages)
+        tokens = reply.prompt_tokens + reply.completion_tokens
+        with transaction.atomic():
+            LLMCall.objects.create(
+                run_id=run.id,
+                call_key=call_key,
+                purpose=request.purpose,
+                model_provider=reply.provider[:50],
+                model_name=reply.model[:100],
+                input_prompt=prompt,
+                output_response=reply.content,
+                prompt_tokens=reply.prompt_tokens,
+                completion_tokens=reply.completion_tokens,
+                total_tokens=tokens,
+                cost_usd=reply.cost_usd,
+                latency_ms=reply.latency_ms,
+                temperature=request.temperature,
+                reasoning_mode=request.reasoning_mode,
+                metadata={
+                    "step": step.key,
+                    "iteration": step.iteration,
+                    "attempt": step.attempt,
+                    "parsed": reply.parsed,
+                    "tool_name": reply.tool_name,
+                    "tool_arguments": reply.tool_arguments,
+                },
+            )
+            _add_counters(run, cost=reply.cost_usd, tokens=tokens, llm_calls=1)
+            append_events(
+                run.trace_id,
+                run.id,
+                [
+                    (
+                        "llm.call",
+                        {
+                            "step": step.name,
+                            "model": reply.model,
+                            "tokens": tokens,
+                            "cost_usd": str(reply.cost_usd),
+                            "latency_ms": reply.latency_ms,
+                        },
+                    )
+                ],
+            )
+
+    def recorded_tool_result(self, key: str) -> ToolResult | None:
+        row = ToolCall.objects.filter(idempotency_key=key, success=True).first()
+        if row is None:
+            return None
+        return ToolResult(output=row.output_result, latency_ms=row.latency_ms, replayed=True)
+
+    def record_tool_call(
+        self,
+        run: RunView,
+        step: StepRecord,
+        invocation: ToolInvocation,
+        result: ToolResult | None,
+        error: str = "",
+    ) -> None:
+        tool = invocation.tool
+        with transaction.atomic():
+            ToolCall.objects.update_or_create(
+                idempotency_key=invocation.idempotency_key,
+                defaults={
+                    "run_id": run.id,
+                    "tool_id": tool["tool_id"],
+                    "tool_name": tool.get("name", tool["tool_id"])[:200],
+                    "provider": tool.get("provider", "")[:50],
+                    "input_parameters": invocation.arguments,
+                    "output_result": result.output if result else None,
+                    "success": result is not None,
+                    "error_message": error[:10_000],
+                    "latency_ms": result.latency_ms if result else 0,
+                    "metadata": {
+                        "step": step.key,
+                        "iteration": step.iteration,
+                        "attempt": step.attempt,
+                        "sandbox": invocation.sandbox,
+                    },
+                },
+            )
+            _add_counters(run, cost=Decimal(0), tokens=0, tool_calls=1)
+            append_events(
+                run.trace_id,
+                run.id,
+                [
+                    (
+                        "tool.call",
+                        {
+                            "step": step.name,
+                            "tool_id": tool["tool_id"],
+                            "success": result is not None,
+                            "latency_ms": result.latency_ms if result else 0,
+                        },
+                    )
+                ],
+            )
+
+    def child_definition(self, run: RunView, entity_ref: str) -> dict | None:
+        found = self._resolved(run.workspace_id, entity_ref)
+        return pinned_definition(found[1].pk, found[0].pk) if found else None
+
+    def _resolved(self, workspace_id: int, ref: str) -> tuple[Entity, EntityVersion] | None:
+        """A child entity and its current version, resolved once per advance."""
+        key = (workspace_id, ref)
+        cache = self.__dict__.setdefault("_children", {})
+        if key not in cache:
+            entity = resolve_entity(workspace_id, ref)
+            version = latest_version(entity) if entity is not None else None
+            cache[key] = (entity, version) if version is not None else None
+        return cache[key]
+
+
+_VIEW_FIELDS = (
+    "id",
+    "trace_id",
+    "workspace_id",
+    "entity_version_id",
+    "entity_id",
+    "status",
+    "input_data",
+    "state",
+    "dynamic_plan",
+    "cursor",
+    "iteration",
+    "depth",
+    "depth_limit",
+    "parent_id",
+    "output_data",
+    "error_code",
+    "error_message",
+    "cancel_requested",
+    "lease_owner",
+    "lease_expires_at",
+    "wake_at",
+    "entity__status",
+)
+_ASLEEP = (RunStatus.PAUSED, RunStatus.BLOCKED)
+
+
+def _add_counters(
+    run: RunView, *, cost: Decimal, tokens: int, llm_calls: int = 0, tool_calls: int = 0
+) -> None:
+    """A call counts for the run and every ancestor."""
+    lineage = Run.objects.values_list("lineage", flat=True).get(pk=run.id)
+    Run.objects.filter(pk__in=[run.id, *lineage]).update(
+        total_cost_usd=F("total_cost_usd") + cost,
+        total_tokens=F("total_tokens") + tokens,
+        llm_calls=F("llm_calls") + llm_calls,
+        tool_calls=F("tool_calls") + tool_calls,
+    )
+
+
+def append_events(trace_id: str, run_id: str, items: list[tuple[str, dict]]) -> None:
+    """Append events with the trace's next sequence numbers; send them after commit."""
+    if not items:
+        return
+    Run.objects.filter(pk=trace_id).update(event_seq=F("event_seq") + len(items))
+    last = Run.objects.values_list("event_seq", flat=True).get(pk=trace_id)
+    first = last - len(items) + 1
+    rows = [
+        RunEvent(trace_id=trace_id, seq=first + i, run_id=run_id, type=kind, payload=payload)
+        for i, (kind, payload) in enumerate(items)
+    ]
+    RunEvent.objects.bulk_create(rows)
+    messages = [
+        {"seq": row.seq, "run_id": str(run_id), "type": row.type, "payload": row.payload}
+        for row in rows
+    ]
+    transaction.on_commit(lambda: _broadcast(str(trace_id), messages))
+
+
+def _broadcast(trace_id: str, events: list[dict]) -> None:
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(
+            f"trace_{trace_id}", {"type": "run.events", "events": events}
+        )
+    except Exception:  # noqa: BLE001 - at most once: a reader re-reads from the database
+        return

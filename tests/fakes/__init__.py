@@ -1,0 +1,1 @@
+"""Fakes of outside services, run for real on loopback (never patched into the code)."""

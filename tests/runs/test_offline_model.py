@@ -1,0 +1,270 @@
+"""The built-in offline model, through the real litellm and the gateway (never patched)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from runs.engine.ports import LLM_ERROR, TIMEOUT, ModelError, ModelRequest
+from runs.gateway import LiteLLMGateway, litellm_module
+
+pytestmark = pytest.mark.smoke
+
+ROOT = Path(__file__).resolve().parents[2]
+MESSAGES = (
+    {"role": "system", "content": "You are a recruitment content analyst."},
+    {"role": "user", "content": "Extract the key facts from: Senior Python engineer at Acme."},
+)
+EXTRACTION = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"},
+        "requirements": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "extraction_confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "seniority": {"enum": ["junior", "mid", "senior"]},
+    },
+    "required": ["title", "requirements", "extraction_confidence", "seniority"],
+    "additionalProperties": False,
+}
+PARSE_TOOL = {
+    "name": "parse_job_description",
+    "description": "Extract structured information from job description text",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "minLength": 10},
+            "extract_fields": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["text"],
+    },
+}
+RENDER_TOOL = {
+    "name": "render_video",
+    "description": "Render a video",
+    "parameters": {
+        "type": "object",
+        "properties": {"script": {"type": "string"}, "captions": {"type": "boolean"}},
+        "required": ["script", "captions"],
+    },
+}
+
+
+def offline(**fields) -> ModelRequest:
+    return ModelRequest(provider="local", model="offline", messages=MESSAGES, **fields)
+
+
+@pytest.fixture
+def gateway() -> LiteLLMGateway:
+    return LiteLLMGateway()
+
+
+def test_it_answers_the_same_messages_the_same_way(gateway):
+    first, again = gateway.complete(offline()), gateway.complete(offline())
+    assert first.content == again.content
+    assert (first.prompt_tokens, first.completion_tokens) == (
+        again.prompt_tokens,
+        again.completion_tokens,
+    )
+    other = gateway.complete(
+        ModelRequest(
+            provider="local", model="offline", messages=({"role": "user", "content": "Hello?"},)
+        )
+    )
+    assert other.content != first.content
+
+
+def test_any_model_name_works_under_the_local_provider(gateway):
+    reply = gateway.complete(
+        ModelRequest(provider="local", model="tiny-demo-7b", messages=MESSAGES)
+    )
+    assert reply.content and reply.model == "tiny-demo-7b" and reply.provider == "local"
+
+
+def test_it_answers_plain_text_without_a_schema_or_tools(gateway):
+    reply = gateway.complete(offline())
+    assert "Senior Python engineer at Acme" in reply.content
+    assert reply.parsed is None and reply.tool_name is None
+    assert reply.raw["finish_reason"] == "stop"
+
+
+def test_it_answers_json_valid_against_the_requested_schema(gateway):
+    reply = gateway.complete(offline(response_schema=EXTRACTION, purpose="JUDGE"))
+    jsonschema.validate(reply.parsed, EXTRACTION)
+    assert json.loads(reply.content) == reply.parsed
+
+
+def test_it_answers_every_output_schema_of_the_demo_hierarchy(gateway):
+    from tests.runs.test_synthesis import FIXTURE_SCHEMAS, standard
+
+    for label, schema in FIXTURE_SCHEMAS:
+        request = ModelRequest(
+            provider="local",
+            model="offline",
+            messages=({"role": "user", "content": f"Produce {label}"},),
+            response_schema=standard(schema),
+        )
+        jsonschema.validate(gateway.complete(request).parsed, standard(schema))
+
+
+def test_it_calls_the_named_tool_with_arguments_valid_against_its_parameters(gateway):
+    reply = gateway.complete(
+        offline(
+            tools=(RENDER_TOOL, PARSE_TOOL),
+            tool_choice="parse_job_description",
+            purpose="TOOL_ARGUMENTS",
+        )
+    )
+    assert reply.tool_name == "parse_job_description"
+    jsonschema.validate(reply.tool_arguments, PARSE_TOOL["parameters"])
+    assert reply.raw["finish_reason"] == "tool_calls"
+    assert reply.raw["tool_calls"][0]["name"] == "parse_job_description"
+
+
+def test_with_tools_alone_it_calls_the_first(gateway):
+    reply = gateway.complete(offline(tools=(RENDER_TOOL, PARSE_TOOL)))
+    assert reply.tool_name == "render_video"
+    jsonschema.validate(reply.tool_arguments, RENDER_TOOL["parameters"])
+
+
+def test_with_tool_choice_none_it_answers_text(gateway):
+    reply = gateway.complete(offline(tools=(PARSE_TOOL,), tool_choice="none"))
+    assert reply.tool_name is None and reply.content
+
+
+def test_a_tool_choice_naming_no_offered_tool_is_a_permanent_error(gateway):
+    with pytest.raises(ModelError) as caught:
+        gateway.complete(offline(tools=(PARSE_TOOL,), tool_choice="delete_everything"))
+    assert caught.value.code == LLM_ERROR and not caught.value.retryable
+    assert "delete_everything" in str(caught.value)
+
+
+def test_it_reports_the_tokens_litellm_counts():
+    litellm = litellm_module()
+    reply = LiteLLMGateway().complete(offline())
+    assert reply.prompt_tokens == litellm.token_counter(model="offline", messages=list(MESSAGES))
+    assert reply.completion_tokens == litellm.token_counter(model="offline", text=reply.content)
+    longer = LiteLLMGateway().complete(
+        ModelRequest(
+            provider="local",
+            model="offline",
+            messages=({"role": "user", "content": "Describe the role in detail. " * 50},),
+        )
+    )
+    assert longer.prompt_tokens > 10 * reply.prompt_tokens / 2
+
+
+def test_a_schema_or_tools_count_as_prompt_tokens(gateway):
+    plain = gateway.complete(offline())
+    assert gateway.complete(offline(response_schema=EXTRACTION)).prompt_tokens > plain.prompt_tokens
+    assert gateway.complete(offline(tools=(PARSE_TOOL,))).prompt_tokens > plain.prompt_tokens
+
+
+def test_it_costs_its_tokens_at_the_nominal_prices(gateway):
+    reply = gateway.complete(offline(response_schema=EXTRACTION))
+    expected = (
+        Decimal(reply.prompt_tokens) * Decimal("0.0005")
+        + Decimal(reply.completion_tokens) * Decimal("0.0015")
+    ) / 1000
+    assert reply.cost_usd == expected > 0
+
+
+def test_the_prices_come_from_settings(gateway, settings):
+    settings.HIERARCH_OFFLINE_MODEL = {
+        "PRICE_PER_1K_INPUT_TOKENS": 1,
+        "PRICE_PER_1K_OUTPUT_TOKENS": 2,
+    }
+    reply = gateway.complete(offline())
+    assert reply.cost_usd == Decimal(reply.prompt_tokens + 2 * reply.completion_tokens) / 1000
+    # litellm knows the same price, so its own cost reports agree with ours.
+    litellm = litellm_module()
+    response = litellm.completion(model="local/offline", messages=list(MESSAGES))
+    assert litellm.completion_cost(completion_response=response) == pytest.approx(
+        float(reply.cost_usd)
+    )
+
+
+def test_a_token_limit_cuts_a_text_answer_like_a_real_model(gateway):
+    reply = gateway.complete(offline(max_tokens=5))
+    assert reply.completion_tokens <= 5
+    assert reply.raw["finish_reason"] == "length"
+
+
+def test_artificial_latency_comes_from_settings(gateway, settings):
+    settings.HIERARCH_OFFLINE_MODEL = {"LATENCY_MS": 60}
+    assert gateway.complete(offline()).latency_ms >= 60
+
+
+def test_latency_past_the_timeout_is_a_retryable_timeout(settings):
+    settings.HIERARCH_OFFLINE_MODEL = {"LATENCY_MS": 5_000}
+    settings.HIERARCH_MODEL_TIMEOUT_S = 0.1
+    with pytest.raises(ModelError) as caught:
+        LiteLLMGateway().complete(offline())
+    assert caught.value.code == TIMEOUT and caught.value.retryable
+
+
+def test_litellm_reaches_it_directly_too():
+    litellm = litellm_module()
+    response = litellm.completion(
+        model="local/offline",
+        messages=list(MESSAGES),
+        response_format={"type": "json_object"},
+    )
+    assert isinstance(json.loads(response.choices[0].message.content), dict)
+    assert (
+        response.usage.total_tokens
+        == response.usage.prompt_tokens + response.usage.completion_tokens
+    )
+
+
+def test_it_answers_asynchronous_calls():
+    litellm = litellm_module()
+    response = asyncio.run(litellm.acompletion(model="local/offline", messages=list(MESSAGES)))
+    assert response.choices[0].message.content == LiteLLMGateway().complete(offline()).content
+
+
+def test_concurrent_calls_from_threads_answer_as_sequential_ones(gateway):
+    requests = [
+        ModelRequest(
+            provider="local",
+            model="offline",
+            messages=({"role": "user", "content": f"Step {n}"},),
+            response_schema=EXTRACTION,
+        )
+        for n in range(16)
+    ]
+    sequential = [gateway.complete(r).parsed for r in requests]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert list(pool.map(lambda r: gateway.complete(r).parsed, requests)) == sequential
+
+
+def test_count_tokens_uses_litellms_tokenizer(gateway):
+    assert gateway.count_tokens("offline", "") == 0
+    short, long = (
+        gateway.count_tokens("offline", "one two"),
+        gateway.count_tokens("offline", "one two " * 100),
+    )
+    assert 0 < short < long
+    assert gateway.count_tokens("gpt-4o-mini", "hello world") == 2
+
+
+def test_django_starts_without_importing_litellm():
+    # litellm takes seconds to import: the gateway imports it on the first call, not before.
+    code = (
+        "import sys, django; django.setup(); import runs.gateway, runs.engine.synthesis; "
+        "assert 'litellm' not in sys.modules, 'litellm imported at startup'"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
+    env.setdefault("SECRET_KEY", "x" * 60)
+    result = subprocess.run(  # noqa: S603 - our own interpreter and code
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
