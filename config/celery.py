@@ -1,4 +1,11 @@
-"""The Celery application. Start a worker with `celery -A config worker`."""
+"""The Celery application.
+
+    celery -A config worker            # advances runs (HIERARCH_EXECUTOR=celery)
+    celery -A config beat              # sweeps for runs nobody moves, every SWEEP_SECONDS
+
+The broker is CELERY_BROKER_URL (redis://… or amqp://…); every CELERY_* setting is in
+config/settings.py. Nothing here imports litellm: the gateway imports it on the first model call.
+"""
 
 from __future__ import annotations
 

@@ -166,16 +166,37 @@ else:
 # default); `celery` hands each step to Celery workers.
 HIERARCH_EXECUTOR = env_choice("HIERARCH_EXECUTOR", "inline", ("inline", "celery"))
 
+# The engine: how long a worker's lease on a run lasts before a sweeper may hand the run to
+# another worker (longer than any one step), how often the sweeper looks for runs nobody moves
+# (Celery beat, or a thread of the server with the inline executor), and how many threads the
+# inline executor runs.
+HIERARCH_ENGINE = {
+    "LEASE_SECONDS": env_int("HIERARCH_LEASE_SECONDS", 30),
+    "SWEEP_SECONDS": env_int("HIERARCH_SWEEP_SECONDS", 5),
+    "INLINE_WORKERS": env_int("HIERARCH_INLINE_WORKERS", 4),
+}
+
+# Celery: a message is only a hint to look at a run, the database is the truth. Acknowledge
+# after the task ran and give a message back when its worker dies, one message per worker at a
+# time, JSON only. Redis redelivers an unacknowledged message after the visibility timeout, so
+# it is longer than any step; the sweeper, not that redelivery, recovers a dead worker's run.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or REDIS_URL or "memory://"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_BEAT_SCHEDULE = {
-    "sweep-runs": {"task": "runs.tasks.sweep_runs", "schedule": 5.0},
+    "sweep-runs": {
+        "task": "runs.tasks.sweep_runs",
+        "schedule": float(HIERARCH_ENGINE["SWEEP_SECONDS"]),
+        # A sweep nobody picked up before the next one is worthless: drop it.
+        "options": {"expires": float(HIERARCH_ENGINE["SWEEP_SECONDS"])},
+    },
 }
 
 AUTHENTICATION_BACKENDS = [
@@ -234,13 +255,6 @@ if env_bool("SECURE_PROXY_SSL_HEADER", False):
 # Uploads and imports: an entity import file larger than this is refused before it is parsed.
 HIERARCH_IMPORT_MAX_BYTES = env_int("HIERARCH_IMPORT_MAX_BYTES", 5 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = HIERARCH_IMPORT_MAX_BYTES + 1024 * 1024
-
-# The engine: how long a worker's lease on a run lasts before a sweeper may hand the run to
-# another worker, and how many threads the inline executor runs.
-HIERARCH_ENGINE = {
-    "LEASE_SECONDS": env_int("HIERARCH_LEASE_SECONDS", 30),
-    "INLINE_WORKERS": env_int("HIERARCH_INLINE_WORKERS", 4),
-}
 
 # Models: the built-in offline model's nominal prices and artificial latency (so budgets and
 # dashboards behave as with a paid model), and the timeout of every model call.

@@ -7,6 +7,7 @@ waiting on a due time, or leased by someone else.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -18,8 +19,8 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Q
+from django.db import connection, transaction
+from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from entities.models import Entity, EntityVersion
@@ -116,9 +117,19 @@ class OrmRunStore:
             error_code=row.error_code,
             error_message=row.error_message,
             cancel_requested=row.cancel_requested,
+            lineage=list(row.lineage),
+            parent_step_key=row.parent_step_key,
+            began_at=row.started_at or row.created_at,
+            started=row.started_at is not None,
+            # A lease left behind means the last worker died mid-advance: look for calls it
+            # recorded before paying for them again.
+            resumed=bool(row.lease_owner),
+            created_by_id=row.created_by_id,
         )
 
     def release(self, run: RunView) -> None:
+        if run.status in TERMINAL:
+            return  # finish already let go of the lease
         Run.objects.filter(pk=run.id, lease_owner=self.owner).update(
             lease_owner="", lease_expires_at=None
         )
@@ -139,55 +150,74 @@ class OrmRunStore:
             "lease_expires_at": now + timedelta(seconds=lease_seconds()),
             **extra,
         }
-        query = Run.objects.filter(pk=run.id)
-        if run.status == RunStatus.RUNNING:
-            query.filter(started_at__isnull=True).update(started_at=now)
-        query.update(**fields)
+        if run.status == RunStatus.RUNNING and not run.started:
+            fields["started_at"] = now
+            run.started, run.began_at = True, now
+        Run.objects.filter(pk=run.id).update(**fields)
 
     def _write_steps(self, run: RunView, steps: list[StepRecord]) -> None:
+        """Insert or update the step records in one statement."""
+        if not steps:
+            return
         now = timezone.now()
-        for step in steps:
-            finished = step.status in ("COMPLETED", "FAILED", "SKIPPED", "CANCELLED")
-            StepRun.objects.update_or_create(
+        rows = [
+            StepRun(
                 run_id=run.id,
                 step_key=step.key,
                 iteration=step.iteration,
                 attempt=step.attempt,
-                defaults={
-                    "position": step.position,
-                    "name": step.name[:200],
-                    "type": step.type,
-                    "status": step.status,
-                    "input": step.input,
-                    "output": step.output,
-                    "error_code": step.error_code,
-                    "error_message": step.error_message[:10_000],
-                    "finished_at": now if finished else None,
-                },
-                create_defaults={
-                    "position": step.position,
-                    "name": step.name[:200],
-                    "type": step.type,
-                    "status": step.status,
-                    "input": step.input,
-                    "output": step.output,
-                    "error_code": step.error_code,
-                    "error_message": step.error_message[:10_000],
-                    "started_at": now,
-                    "finished_at": now if finished else None,
-                },
+                position=step.position,
+                name=step.name[:200],
+                type=step.type,
+                status=step.status,
+                input=step.input,
+                output=step.output,
+                error_code=step.error_code,
+                error_message=step.error_message[:10_000],
+                started_at=step.started_at or now,
+                finished_at=now if step.status in _STEP_DONE else None,
             )
+            for step in steps
+        ]
+        StepRun.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["run", "step_key", "iteration", "attempt"],
+            update_fields=[
+                "position",
+                "name",
+                "type",
+                "status",
+                "input",
+                "output",
+                "error_code",
+                "error_message",
+                "finished_at",
+            ],
+        )
+
+    @staticmethod
+    def _take_pending(
+        run: RunView, steps: list[StepRecord], events: list[tuple[str, dict]]
+    ) -> tuple[list[StepRecord], list[tuple[str, dict]]]:
+        """The records the engine buffered for this write, then the new ones."""
+        merged_steps = {(s.key, s.iteration, s.attempt): s for s in [*run.pending_steps, *steps]}
+        merged_events = [*run.pending_events.items, *events]
+        run.pending_steps.clear()
+        run.pending_events.items.clear()
+        return list(merged_steps.values()), merged_events
 
     def save(self, run: RunView, *, steps: list[StepRecord], events: Events) -> None:
+        steps, items = self._take_pending(run, steps, events.items)
         with transaction.atomic():
             self._write_run(run)
             self._write_steps(run, steps)
-            append_events(run.trace_id, run.id, events.items)
+            append_events(run.trace_id, run.id, items)
 
     def spawn(
         self, run: RunView, *, children: list[ChildRequest], steps: list[StepRecord], events: Events
     ) -> list[str]:
-        parent = Run.objects.only("lineage", "trace_id", "created_by_id").get(pk=run.id)
+        self._resolve_many(run.workspace_id, [request.entity_ref for request in children])
         rows = []
         for request in children:
             entity, version = self._resolved(run.workspace_id, request.entity_ref)
@@ -203,9 +233,9 @@ class OrmRunStore:
                     group_index=request.group_index,
                     depth=run.depth + 1,
                     depth_limit=run.depth_limit,
-                    lineage=[*parent.lineage, run.id],
+                    lineage=[*run.lineage, run.id],
                     input_data=request.input,
-                    created_by_id=parent.created_by_id,
+                    created_by_id=run.created_by_id,
                 )
             )
             events.add(
@@ -215,11 +245,12 @@ class OrmRunStore:
                 entity=entity.name,
                 type=entity.type,
             )
+        steps, items = self._take_pending(run, steps, events.items)
         with transaction.atomic():
             Run.objects.bulk_create(rows)
             self._write_run(run)
             self._write_steps(run, steps)
-            append_events(run.trace_id, run.id, events.items)
+            append_events(run.trace_id, run.id, items)
         return [str(row.pk) for row in rows]
 
     def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
@@ -255,18 +286,17 @@ class OrmRunStore:
 
     def finish(self, run: RunView, *, steps: list[StepRecord], events: Events) -> str | None:
         now = timezone.now()
+        steps, items = self._take_pending(run, steps, events.items)
         with transaction.atomic():
-            started = Run.objects.values_list("started_at", "created_at").get(pk=run.id)
-            began = started[0] or started[1]
             self._write_run(
                 run,
                 completed_at=now,
-                execution_time_ms=int((now - began).total_seconds() * 1000),
+                execution_time_ms=int((now - run.began_at).total_seconds() * 1000),
                 lease_owner="",
                 lease_expires_at=None,
             )
             self._write_steps(run, steps)
-            append_events(run.trace_id, run.id, events.items)
+            append_events(run.trace_id, run.id, items)
             if run.parent_id is None:
                 return None
             # Lock the parent so siblings finishing at the same moment take turns; the last
@@ -274,9 +304,8 @@ class OrmRunStore:
             parent = Run.objects.select_for_update().only("status").get(pk=run.parent_id)
             if parent.status != RunStatus.WAITING:
                 return None
-            key = Run.objects.values_list("parent_step_key", flat=True).get(pk=run.id)
             unfinished = (
-                Run.objects.filter(parent_id=run.parent_id, parent_step_key=key)
+                Run.objects.filter(parent_id=run.parent_id, parent_step_key=run.parent_step_key)
                 .exclude(status__in=TERMINAL)
                 .exists()
             )
@@ -284,7 +313,9 @@ class OrmRunStore:
 
     # -- calls ----------------------------------------------------------------------------------
 
-    def recorded_reply(self, call_key: str) -> ModelReply | None:
+    def recorded_reply(self, run: RunView, call_key: str) -> ModelReply | None:
+        if not run.resumed:
+            return None
         row = LLMCall.objects.filter(call_key=call_key).first()
         if row is None:
             return None
@@ -312,7 +343,12 @@ class OrmRunStore:
     ) -> None:
         prompt = "\n\n".join(f"[{m['role']}] {m.get('content') or ''}" for m in request.messages)
         tokens = reply.prompt_tokens + reply.completion_tokens
+        steps, items = self._take_pending(run, [], [])
         with transaction.atomic():
+            if steps or items:
+                self._write_run(run)
+                self._write_steps(run, steps)
+                append_events(run.trace_id, run.id, items)
             LLMCall.objects.create(
                 run_id=run.id,
                 call_key=call_key,
@@ -355,7 +391,9 @@ class OrmRunStore:
                 ],
             )
 
-    def recorded_tool_result(self, key: str) -> ToolResult | None:
+    def recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None:
+        if not run.resumed:
+            return None
         row = ToolCall.objects.filter(idempotency_key=key, success=True).first()
         if row is None:
             return None
@@ -370,7 +408,12 @@ class OrmRunStore:
         error: str = "",
     ) -> None:
         tool = invocation.tool
+        steps, items = self._take_pending(run, [], [])
         with transaction.atomic():
+            if steps or items:
+                self._write_run(run)
+                self._write_steps(run, steps)
+                append_events(run.trace_id, run.id, items)
             ToolCall.objects.update_or_create(
                 idempotency_key=invocation.idempotency_key,
                 defaults={
@@ -412,15 +455,67 @@ class OrmRunStore:
         found = self._resolved(run.workspace_id, entity_ref)
         return pinned_definition(found[1].pk, found[0].pk) if found else None
 
+    def children_definitions(self, run: RunView, refs: list[str]) -> dict[str, dict]:
+        self._resolve_many(run.workspace_id, refs)
+        found = {}
+        for ref in refs:
+            definition = self.child_definition(run, ref)
+            if definition is not None:
+                found[ref] = definition
+        return found
+
     def _resolved(self, workspace_id: int, ref: str) -> tuple[Entity, EntityVersion] | None:
         """A child entity and its current version, resolved once per advance."""
-        key = (workspace_id, ref)
+        self._resolve_many(workspace_id, [ref])
+        return self._children[(workspace_id, ref)]
+
+    def _resolve_many(self, workspace_id: int, refs: list[str]) -> None:
+        """Resolve child references (id, string id or name) to entities and their current
+        versions in two queries, and read the versions' definitions not cached yet."""
         cache = self.__dict__.setdefault("_children", {})
-        if key not in cache:
-            entity = resolve_entity(workspace_id, ref)
-            version = latest_version(entity) if entity is not None else None
-            cache[key] = (entity, version) if version is not None else None
-        return cache[key]
+        missing = [ref for ref in dict.fromkeys(refs) if (workspace_id, ref) not in cache]
+        if not missing:
+            return
+        ids = []
+        for ref in missing:
+            with contextlib.suppress(ValueError):
+                ids.append(uuid.UUID(str(ref)))
+        entities = list(
+            Entity.objects.filter(workspace_id=workspace_id).filter(
+                Q(pk__in=ids) | Q(external_id__in=missing) | Q(name__in=missing)
+            )
+        )
+        newest = EntityVersion.objects.filter(entity=OuterRef("entity")).order_by(
+            "-created_at", "-id"
+        )
+        versions = {
+            v.entity_id: v
+            for v in EntityVersion.objects.filter(
+                entity__in=entities, pk=Subquery(newest.values("pk")[:1])
+            ).only("id", "entity_id")
+        }
+        by_ref: dict[str, Entity] = {}
+        for entity in entities:
+            for key in (str(entity.pk), entity.external_id, entity.name):
+                if key:
+                    by_ref.setdefault(key, entity)
+        uncached = [v.pk for v in versions.values() if (v.pk, str(v.entity_id)) not in _DEFINITIONS]
+        if uncached:
+            rows = EntityVersion.objects.filter(pk__in=uncached).values_list(
+                "pk", "entity_id", "definition"
+            )
+            with _DEFINITIONS_LOCK:
+                for pk, entity_id, definition in rows:
+                    _DEFINITIONS[(pk, str(entity_id))] = definition
+        for ref in missing:
+            entity = by_ref.get(str(ref))
+            if entity is None:
+                try:
+                    entity = by_ref.get(str(uuid.UUID(str(ref))))
+                except ValueError:
+                    entity = None
+            version = versions.get(entity.pk) if entity is not None else None
+            cache[(workspace_id, ref)] = (entity, version) if version is not None else None
 
 
 _VIEW_FIELDS = (
@@ -442,20 +537,35 @@ _VIEW_FIELDS = (
     "error_code",
     "error_message",
     "cancel_requested",
+    "lineage",
+    "parent_step_key",
+    "started_at",
+    "created_at",
+    "created_by_id",
     "lease_owner",
     "lease_expires_at",
     "wake_at",
     "entity__status",
 )
 _ASLEEP = (RunStatus.PAUSED, RunStatus.BLOCKED)
+_STEP_DONE = ("COMPLETED", "FAILED", "SKIPPED", "CANCELLED")
+_TAKE_SEQ = (  # the table name is the model's own, not input
+    f"UPDATE {Run._meta.db_table} SET event_seq = event_seq + %s "  # noqa: S608
+    "WHERE id = %s RETURNING event_seq"
+)
+
+
+def _uuid_param(value: str) -> Any:
+    """UUIDs as the backend stores them: native on PostgreSQL, 32 hex digits on SQLite."""
+    parsed = uuid.UUID(str(value))
+    return parsed if connection.vendor == "postgresql" else parsed.hex
 
 
 def _add_counters(
     run: RunView, *, cost: Decimal, tokens: int, llm_calls: int = 0, tool_calls: int = 0
 ) -> None:
     """A call counts for the run and every ancestor."""
-    lineage = Run.objects.values_list("lineage", flat=True).get(pk=run.id)
-    Run.objects.filter(pk__in=[run.id, *lineage]).update(
+    Run.objects.filter(pk__in=[run.id, *run.lineage]).update(
         total_cost_usd=F("total_cost_usd") + cost,
         total_tokens=F("total_tokens") + tokens,
         llm_calls=F("llm_calls") + llm_calls,
@@ -467,8 +577,11 @@ def append_events(trace_id: str, run_id: str, items: list[tuple[str, dict]]) -> 
     """Append events with the trace's next sequence numbers; send them after commit."""
     if not items:
         return
-    Run.objects.filter(pk=trace_id).update(event_seq=F("event_seq") + len(items))
-    last = Run.objects.values_list("event_seq", flat=True).get(pk=trace_id)
+    # One statement takes the numbers (and the root's row lock until commit, so a trace's
+    # events commit in order).
+    with connection.cursor() as cursor:
+        cursor.execute(_TAKE_SEQ, [len(items), _uuid_param(trace_id)])
+        (last,) = cursor.fetchone()
     first = last - len(items) + 1
     rows = [
         RunEvent(trace_id=trace_id, seq=first + i, run_id=run_id, type=kind, payload=payload)

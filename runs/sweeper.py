@@ -12,6 +12,8 @@ import logging
 import threading
 from datetime import timedelta
 
+from django.conf import settings
+from django.db import connections
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
@@ -38,6 +40,7 @@ def sweep(limit: int = 500) -> int:
             | Q(status=RunStatus.WAITING) & ~Q(Exists(active_children))
             | Q(status__in=ACTIVE, cancel_requested=True)
         )
+        .order_by("created_at")  # the longest forgotten first
         .values_list("pk", flat=True)[:limit]
     )
     ids = [str(pk) for pk in stuck]
@@ -49,24 +52,30 @@ def sweep(limit: int = 500) -> int:
 
 
 _timer: threading.Thread | None = None
+_timer_lock = threading.Lock()
 
 
-def start_inline_sweeper(interval: float = 5.0) -> None:
-    """With the inline executor: sweep every `interval` seconds in a daemon thread."""
+def start_inline_sweeper(interval: float | None = None) -> None:
+    """With the inline executor: sweep now (runs a previous server process left behind), then
+    every `interval` seconds (HIERARCH_ENGINE["SWEEP_SECONDS"]), in a daemon thread."""
     global _timer
-    if _timer is not None:
-        return
+    every = interval if interval is not None else settings.HIERARCH_ENGINE["SWEEP_SECONDS"]
+    with _timer_lock:
+        if _timer is not None:
+            return
+        _timer = threading.Thread(
+            target=_sweep_forever, args=(every,), name="hierarch-sweeper", daemon=True
+        )
+        _timer.start()
 
-    def loop() -> None:
-        from django.db import close_old_connections
 
-        stop = threading.Event()
-        while not stop.wait(interval):
-            close_old_connections()
-            try:
-                sweep()
-            except Exception:
-                log.exception("sweeping runs failed")
-
-    _timer = threading.Thread(target=loop, name="hierarch-sweeper", daemon=True)
-    _timer.start()
+def _sweep_forever(interval: float) -> None:
+    never = threading.Event()
+    while True:
+        try:
+            sweep()
+        except Exception:
+            log.exception("sweeping runs failed")
+        finally:
+            connections.close_all()
+        never.wait(interval)

@@ -1,19 +1,19 @@
-"""Celery tasks: load by id, call the service, done."""
+"""Celery tasks: load by id, call the service, done. A message is only a hint to look at a run;
+the run's row says whether there is anything to do, so a duplicate or late message is harmless."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
+from runs.services import run_advance
+from runs.sweeper import sweep
+
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def advance_run(run_id: str) -> None:
-    from runs.services import run_advance
-
     run_advance(run_id)
 
 
 @shared_task(ignore_result=True)
-def sweep_runs() -> int:
-    from runs.sweeper import sweep
-
-    return sweep()
+def sweep_runs() -> None:
+    sweep()

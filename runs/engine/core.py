@@ -52,6 +52,14 @@ class RunView:
     parent_id: str | None
     entity_status: str = "ACTIVE"
     depth_limit: int = 5
+    lineage: list[str] = field(default_factory=list)  # ancestor run ids, root first
+    parent_step_key: str = ""
+    began_at: Any = None
+    started: bool = False
+    resumed: bool = False  # the last worker died mid-advance
+    created_by_id: Any = None
+    pending_steps: list[StepRecord] = field(default_factory=list)
+    pending_events: Events = field(default_factory=lambda: Events())
     output: dict | None = None
     error_code: str = ""
     error_message: str = ""
@@ -90,6 +98,7 @@ class StepRecord:
     output: Any = None
     error_code: str = ""
     error_message: str = ""
+    started_at: Any = None
 
 
 @dataclass
@@ -122,7 +131,7 @@ class RunStore(Protocol):
 
     def release(self, run: RunView) -> None: ...
 
-    def recorded_reply(self, call_key: str) -> ModelReply | None: ...
+    def recorded_reply(self, run: RunView, call_key: str) -> ModelReply | None: ...
 
     def record_model_call(
         self,
@@ -133,7 +142,7 @@ class RunStore(Protocol):
         reply: ModelReply,
     ) -> None: ...
 
-    def recorded_tool_result(self, key: str) -> ToolResult | None: ...
+    def recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None: ...
 
     def record_tool_call(
         self,
@@ -147,6 +156,9 @@ class RunStore(Protocol):
     def child_definition(self, run: RunView, entity_ref: str) -> dict | None:
         """The current definition of a child entity of this run's workspace, for its input
         schema; None when it no longer exists."""
+
+    def children_definitions(self, run: RunView, refs: list[str]) -> dict[str, dict]:
+        """`child_definition` for several references at once."""
 
 
 class StepFailed(Exception):
@@ -225,17 +237,25 @@ class Engine:
             return False
         names = {}
         if not run.definition["planning"]["static_plan"].get("enabled"):
-            for link in run.definition["hierarchy"]["children"]:
-                child = self.store.child_definition(run, link["child_id"])
-                if child is not None:
-                    names[link["child_id"]] = child["identity"]["name"]
+            refs = [link["child_id"] for link in run.definition["hierarchy"]["children"]]
+            for ref, child in self.store.children_definitions(run, refs).items():
+                names[ref] = child["identity"]["name"]
         run.plan = plans.build_static_plan(run.definition, names)
         run.state = dict(run.input)
         run.status = "RUNNING"
         run.cursor = 0
         events.add("run.status", status="RUNNING", plan=[s["name"] for s in run.plan])
-        self.store.save(run, steps=[], events=events)
+        # Written with the next write of this run: replaying a start is deterministic.
+        self._later(run, [], events)
         return True
+
+    @staticmethod
+    def _later(run: RunView, steps: list[StepRecord], events: Events) -> None:
+        """Buffer records for the store's next write of this run (each write takes them).
+        Safe because every model and tool call is recorded at once, in its own commit: a
+        replay after a crash reuses them instead of paying again."""
+        run.pending_steps.extend(steps)
+        run.pending_events.items.extend(events.items)
 
     def _data(self, run: RunView) -> dict:
         return plans.logic_data(run.state, run.input, run.iteration)
@@ -379,7 +399,12 @@ class Engine:
             events.add("step.exit", step=step["name"], to=run.plan[target]["name"])
         else:
             run.cursor = position + 1
-        self.store.save(run, steps=steps, events=events)
+        upcoming = run.plan[run.cursor] if run.cursor < len(run.plan) else None
+        if upcoming is None or upcoming["type"] == plans.CHILD:
+            # The run ends or starts children next: that write carries this step.
+            self._later(run, steps, events)
+        else:
+            self.store.save(run, steps=steps, events=events)
 
     def _run_step(self, run: RunView, position: int) -> bool:
         step = run.plan[position]
@@ -423,7 +448,7 @@ class Engine:
         self, run: RunView, record: StepRecord, request: ModelRequest, index: int = 0
     ) -> ModelReply:
         key = f"{run.id}:{record.key}:{record.iteration}:{record.attempt}:{index}"
-        recorded = self.store.recorded_reply(key)
+        recorded = self.store.recorded_reply(run, key)
         if recorded is not None:
             return recorded
         try:
@@ -507,7 +532,7 @@ class Engine:
             run_id=run.id,
             sandbox=bool(tool.get("sandbox_mode")),
         )
-        recorded = self.store.recorded_tool_result(key)
+        recorded = self.store.recorded_tool_result(run, key)
         if recorded is not None:
             return recorded.output
         try:

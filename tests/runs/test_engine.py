@@ -4,10 +4,12 @@ queued and advanced here, so every step is deterministic and inside the test tra
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
 from entities.models import Entity
 from runs.engine.core import Engine
@@ -360,9 +362,15 @@ def test_a_replayed_step_reuses_the_recorded_calls(driver, acme):
     action = EntityFactory(workspace=acme, name="once", io_contract=io(None, answer="string"))
     run = driver.run(action, {})
     assert LLMCall.objects.filter(run=run).count() == 1
-    # A worker died after the call was recorded but before the step was: replay the run.
+    # A worker died after the call was recorded but before the step was: its lease is left
+    # behind, expired, and the run is replayed from the step.
     Run.objects.filter(pk=run.pk).update(
-        status="RUNNING", cursor=0, output_data=None, completed_at=None
+        status="RUNNING",
+        cursor=0,
+        output_data=None,
+        completed_at=None,
+        lease_owner="dead-worker",
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
     )
     driver.queue.append(str(run.pk))
     driver.drain()

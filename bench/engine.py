@@ -1,0 +1,240 @@
+"""Engine speed: run a generated hierarchy end to end and print what it cost.
+
+    .venv/bin/python bench/engine.py --shape 10,10,10 [--links sequential|parallel]
+        [--executor sync|inline|celery] [--workers N] [--json]
+
+Builds process → agents → skills → actions of the given shape (3,2,2 is 22 nodes; 5,5,5 is
+156; 10,10,10 is 1,111). Each action makes one model call (the offline model, zero latency,
+through litellm) to fill the arguments of one tool call. The hierarchy is imported into a
+fresh workspace of the database of DATABASE_URL, run once, and measured:
+
+- `sync`: advanced in this process and thread, one step after another (one worker), with
+  exact query counts;
+- `inline`: the inline executor's thread pool (`--workers` threads);
+- `celery`: `--workers` Celery worker processes started for the run (needs a broker).
+
+Prints a summary, or one JSON line with --json: nodes, wall_s, per_node_ms,
+queries_per_node (sync only), rows_per_node and peak_rss_mb.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("DEBUG", "1")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+
+from entities.models import Entity, Workspace  # noqa: E402
+from entities.services import entities_import  # noqa: E402
+from runs.models import TERMINAL, LLMCall, Run, RunEvent, StepRun, ToolCall  # noqa: E402
+
+TYPES = ("PROCESS", "AGENT", "SKILL", "ACTION")
+TOOL = {
+    "tool_id": "lookup",
+    "name": "Lookup",
+    "description": "Selects a field of a JSON value.",
+    "implementation": "json_extract",
+    "function_schema": {
+        "name": "lookup",
+        "description": "Apply a JMESPath expression to a JSON value.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "data": {"type": "object", "properties": {"n": {"type": "integer"}}},
+                "expression": {"type": "string", "enum": ["n"]},
+            },
+            "required": ["data", "expression"],
+        },
+    },
+    "permissions": "READ",
+}
+
+
+def bundle(shape: list[int], links: str) -> list[dict]:
+    definitions: list[dict] = []
+
+    def make(level: int, path: str) -> str:
+        ref = f"n{path}"
+        fanout = shape[level] if level < len(shape) else 0
+        children = [make(level + 1, f"{path}.{i}") for i in range(fanout)]
+        atomic = not children
+        definitions.append(
+            {
+                "metadata": {"id": ref, "type": TYPES[level], "status": "ACTIVE"},
+                "identity": {
+                    "name": f"{TYPES[level].lower()}{path.replace('.', '_')}",
+                    "description": f"Generated {TYPES[level].lower()} {path}",
+                    "persona": {"system_prompt": "You are a generated entity."},
+                },
+                "hierarchy": {
+                    "children": [{"child_id": c, "relationship": links.upper()} for c in children]
+                },
+                "governance": {"execution_limits": {"max_recursion_depth": 5}},
+                "capabilities": {"tools": [TOOL] if atomic else []},
+                "planning": {
+                    "static_plan": {
+                        "enabled": atomic,
+                        "steps": [
+                            {
+                                "step_id": "lookup",
+                                "order": 1,
+                                "name": "Look up",
+                                "type": "TOOL_CALL",
+                                "target": {"tool_id": "lookup"},
+                            }
+                        ]
+                        if atomic
+                        else [],
+                    }
+                },
+            }
+        )
+        return ref
+
+    make(0, "0")
+    return definitions
+
+
+def rows_in_trace(trace_id: uuid.UUID) -> int:
+    return (
+        Run.objects.filter(trace_id=trace_id).count()
+        + StepRun.objects.filter(run__trace_id=trace_id).count()
+        + LLMCall.objects.filter(run__trace_id=trace_id).count()
+        + ToolCall.objects.filter(run__trace_id=trace_id).count()
+        + RunEvent.objects.filter(trace_id=trace_id).count()
+    )
+
+
+def run_sync(root: Entity) -> tuple[Run, int, float]:
+    from runs.engine.core import Engine
+    from runs.gateway import LiteLLMGateway
+    from runs.services import run_start
+    from runs.store import OrmRunStore
+    from tools.runner import RegistryToolRunner
+
+    queue: list[str] = []
+    engine = Engine(
+        store=OrmRunStore(), model=LiteLLMGateway(), tools=RegistryToolRunner(), enqueue=queue.append
+    )
+    from runs.gateway import litellm_module
+
+    litellm_module()  # imported lazily; not part of the measurement
+    queries = 0
+    started = time.perf_counter()
+    connection.force_debug_cursor = True
+    run = run_start(entity=root, input_data={})
+    queue.append(str(run.pk))
+    while queue:
+        connection.queries_log.clear()
+        with CaptureQueriesContext(connection) as ctx:
+            engine.advance(queue.pop(0))
+        queries += len(ctx.captured_queries)
+    return Run.objects.get(pk=run.pk), queries, time.perf_counter() - started
+
+
+def run_waiting(root: Entity, timeout: float = 3600) -> Run:
+    from runs.services import run_start
+
+    run = run_start(entity=root, input_data={})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.status in TERMINAL:
+            return run
+        time.sleep(0.05)
+    raise SystemExit(f"the run did not finish within {timeout} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", default="3,2,2")
+    parser.add_argument("--links", choices=["sequential", "parallel"], default="sequential")
+    parser.add_argument("--executor", choices=["sync", "inline", "celery"], default="sync")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    shape = [int(n) for n in args.shape.split(",")]
+
+    call_command("migrate", verbosity=0)
+    workspace = Workspace.objects.create(name="bench", slug=f"bench-{uuid.uuid4().hex[:8]}")
+    entities_import(workspace=workspace, definitions=bundle(shape, args.links))
+    root = Entity.objects.get(workspace=workspace, name="process0")
+    nodes = Entity.objects.filter(workspace=workspace).count()
+
+    workers: list[subprocess.Popen] = []
+    queries = None
+    if args.executor == "sync":
+        run, queries, wall = run_sync(root)
+    else:
+        settings.HIERARCH_ENGINE["INLINE_WORKERS"] = args.workers
+        if args.executor == "celery":
+            settings.HIERARCH_EXECUTOR = "celery"
+            env = {**os.environ, "HIERARCH_EXECUTOR": "celery"}
+            for index in range(args.workers):
+                workers.append(
+                    subprocess.Popen(  # noqa: S603
+                        [
+                            sys.executable, "-m", "celery", "-A", "config", "worker",
+                            "--pool=solo", "-n", f"bench{index}@%h", "--loglevel=WARNING",
+                        ],
+                        cwd=ROOT,
+                        env=env,
+                    )
+                )
+            time.sleep(3)
+        start_wall = time.perf_counter()
+        run = run_waiting(root)
+        wall = time.perf_counter() - start_wall
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        worker.wait(timeout=30)
+
+    figures = {
+        "database": connection.vendor,
+        "executor": args.executor,
+        "workers": args.workers,
+        "links": args.links,
+        "shape": args.shape,
+        "status": run.status,
+        "nodes": nodes,
+        "wall_s": round(wall, 3),
+        "per_node_ms": round(wall * 1000 / nodes, 3),
+        "queries_per_node": round(queries / nodes, 1) if queries is not None else None,
+        "rows_per_node": round(rows_in_trace(run.trace_id) / nodes, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+    if args.json:
+        print(json.dumps(figures))
+    else:
+        print(
+            f"{nodes} nodes ({args.shape}, {args.links}) on {figures['database']} with "
+            f"{args.executor} x{args.workers}: {run.status} in {figures['wall_s']} s, "
+            f"{figures['per_node_ms']} ms per node"
+        )
+        if queries is not None:
+            print(f"  {figures['queries_per_node']} queries per node")
+        print(f"  {figures['rows_per_node']} rows per node, peak RSS {figures['peak_rss_mb']} MB")
+
+
+if __name__ == "__main__":
+    main()
