@@ -133,7 +133,10 @@ def run_sync(root: Entity) -> tuple[Run, int, float]:
 
     queue: list[str] = []
     engine = Engine(
-        store=OrmRunStore(), model=LiteLLMGateway(), tools=RegistryToolRunner(), enqueue=queue.append
+        store=OrmRunStore(),
+        model=LiteLLMGateway(),
+        tools=RegistryToolRunner(),
+        enqueue=queue.append,
     )
     from runs.gateway import litellm_module
 
@@ -193,8 +196,16 @@ def main() -> None:
                 workers.append(
                     subprocess.Popen(  # noqa: S603
                         [
-                            sys.executable, "-m", "celery", "-A", "config", "worker",
-                            "--pool=solo", "-n", f"bench{index}@%h", "--loglevel=WARNING",
+                            sys.executable,
+                            "-m",
+                            "celery",
+                            "-A",
+                            "config",
+                            "worker",
+                            "--pool=solo",
+                            "-n",
+                            f"bench{index}@%h",
+                            "--loglevel=WARNING",
                         ],
                         cwd=ROOT,
                         env=env,
