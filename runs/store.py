@@ -7,6 +7,7 @@ waiting on a due time, or leased by someone else.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -17,7 +18,6 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, OuterRef, Q, Subquery
@@ -596,14 +596,39 @@ def append_events(trace_id: str, run_id: str, items: list[tuple[str, dict]]) -> 
 
 
 def _broadcast(trace_id: str, events: list[dict]) -> None:
-    from channels.layers import get_channel_layer
+    """Hand the events to the channel layer without waiting: delivery is at most once, and a
+    reader that misses one re-reads the trace from the database after its last number."""
+    sender = _sender()
+    if sender is None:
+        return
+    loop, layer = sender
+    message = {"type": "run.events", "events": events}
+    asyncio.run_coroutine_threadsafe(_send(layer, f"trace_{trace_id}", message), loop)
 
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    try:
-        async_to_sync(layer.group_send)(
-            f"trace_{trace_id}", {"type": "run.events", "events": events}
-        )
-    except Exception:  # noqa: BLE001 - at most once: a reader re-reads from the database
-        return
+
+async def _send(layer: Any, group: str, message: dict) -> None:
+    with contextlib.suppress(Exception):  # a full or absent layer must not break a run
+        await layer.group_send(group, message)
+
+
+_SENDER: tuple[asyncio.AbstractEventLoop, Any] | None = None
+_SENDER_LOCK = threading.Lock()
+
+
+def _sender() -> tuple[asyncio.AbstractEventLoop, Any] | None:
+    """One event loop thread per process for channel-layer sends (async_to_sync per event
+    cost about a millisecond)."""
+    global _SENDER
+    if _SENDER is not None:
+        return _SENDER
+    with _SENDER_LOCK:
+        if _SENDER is None:
+            from channels.layers import get_channel_layer
+
+            layer = get_channel_layer()
+            if layer is None:
+                return None
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="hierarch-events", daemon=True).start()
+            _SENDER = (loop, layer)
+    return _SENDER
