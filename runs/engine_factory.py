@@ -12,7 +12,7 @@ _shared = threading.local()
 def engine() -> Engine:
     """An engine for this thread: the gateway and tool runner are reused, the store (which
     carries the lease owner) is new for each call."""
-    from runs.executors import enqueue
+    from runs.executors import enqueue, enqueue_at
     from runs.gateway import LiteLLMGateway
     from runs.store import OrmRunStore
     from tools.runner import RegistryToolRunner
@@ -20,4 +20,6 @@ def engine() -> Engine:
     if not hasattr(_shared, "parts"):
         _shared.parts = (LiteLLMGateway(), RegistryToolRunner())
     model, tools = _shared.parts
-    return Engine(store=OrmRunStore(), model=model, tools=tools, enqueue=enqueue)
+    return Engine(
+        store=OrmRunStore(), model=model, tools=tools, enqueue=enqueue, enqueue_later=enqueue_at
+    )

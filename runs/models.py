@@ -62,6 +62,7 @@ class Run(models.Model):
     dynamic_plan = models.JSONField(null=True, blank=True)  # the reconciled plan, as run
     cursor = models.PositiveIntegerField(default=0)  # index in the plan of the next step
     iteration = models.PositiveIntegerField(default=1)
+    attempt = models.PositiveIntegerField(default=1)  # of the step at the cursor
     error_code = models.CharField(max_length=50, blank=True)
     error_message = models.TextField(blank=True)
 

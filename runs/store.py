@@ -109,6 +109,7 @@ class OrmRunStore:
             plan=row.dynamic_plan,
             cursor=row.cursor,
             iteration=row.iteration,
+            attempt=row.attempt,
             depth=row.depth,
             depth_limit=row.depth_limit,
             parent_id=str(row.parent_id) if row.parent_id else None,
@@ -144,6 +145,7 @@ class OrmRunStore:
             "dynamic_plan": run.plan,
             "cursor": run.cursor,
             "iteration": run.iteration,
+            "attempt": run.attempt,
             "output_data": run.output,
             "error_code": run.error_code,
             "error_message": run.error_message[:10_000],
@@ -211,6 +213,20 @@ class OrmRunStore:
         steps, items = self._take_pending(run, steps, events.items)
         with transaction.atomic():
             self._write_run(run)
+            self._write_steps(run, steps)
+            append_events(run.trace_id, run.id, items)
+
+    def schedule(
+        self, run: RunView, delay_s: float, *, steps: list[StepRecord], events: Events
+    ) -> None:
+        steps, items = self._take_pending(run, steps, events.items)
+        with transaction.atomic():
+            self._write_run(
+                run,
+                wake_at=timezone.now() + timedelta(seconds=delay_s),
+                lease_owner="",
+                lease_expires_at=None,
+            )
             self._write_steps(run, steps)
             append_events(run.trace_id, run.id, items)
 
@@ -530,6 +546,7 @@ _VIEW_FIELDS = (
     "dynamic_plan",
     "cursor",
     "iteration",
+    "attempt",
     "depth",
     "depth_limit",
     "parent_id",

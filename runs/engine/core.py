@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import jsonschema
 
 from runs.engine import plan as plans
+from runs.engine import retry
 from runs.engine.ports import (
     INTERNAL_ERROR,
     INVALID_INPUT,
@@ -51,6 +52,7 @@ class RunView:
     depth: int
     parent_id: str | None
     entity_status: str = "ACTIVE"
+    attempt: int = 1  # of the step at the cursor
     depth_limit: int = 5
     lineage: list[str] = field(default_factory=list)  # ancestor run ids, root first
     parent_step_key: str = ""
@@ -131,6 +133,11 @@ class RunStore(Protocol):
 
     def release(self, run: RunView) -> None: ...
 
+    def schedule(
+        self, run: RunView, delay_s: float, *, steps: list[StepRecord], events: Events
+    ) -> None:
+        """Persist the run with a due time `delay_s` from now; nothing advances it before."""
+
     def recorded_reply(self, run: RunView, call_key: str) -> ModelReply | None: ...
 
     def record_model_call(
@@ -162,9 +169,10 @@ class RunStore(Protocol):
 
 
 class StepFailed(Exception):
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: str, message: str, *, retryable: bool = False):
         super().__init__(message)
         self.code = code
+        self.retryable = retryable
 
 
 @dataclass
@@ -173,6 +181,7 @@ class Engine:
     model: ModelClient
     tools: ToolRunner
     enqueue: Callable[[str], None]
+    enqueue_later: Callable[[str, float], None] = lambda run_id, delay_s: None
     max_steps_per_advance: int = 200
 
     def advance(self, run_id: str) -> None:
@@ -399,6 +408,7 @@ class Engine:
             events.add("step.exit", step=step["name"], to=run.plan[target]["name"])
         else:
             run.cursor = position + 1
+        run.attempt = 1
         upcoming = run.plan[run.cursor] if run.cursor < len(run.plan) else None
         if upcoming is None or upcoming["type"] == plans.CHILD:
             # The run ends or starts children next: that write carries this step.
@@ -409,7 +419,13 @@ class Engine:
     def _run_step(self, run: RunView, position: int) -> bool:
         step = run.plan[position]
         record = StepRecord(
-            step["key"], position, step["name"], step["type"], "RUNNING", run.iteration
+            step["key"],
+            position,
+            step["name"],
+            step["type"],
+            "RUNNING",
+            run.iteration,
+            attempt=run.attempt,
         )
         events = Events()
         events.add("step.started", step=step["name"], type=step["type"])
@@ -421,8 +437,30 @@ class Engine:
         except StepFailed as failure:
             record.status, record.error_code = "FAILED", failure.code
             record.error_message = str(failure)
-            events.add("step.finished", step=step["name"], status="FAILED", error=failure.code)
-            self._fail(run, failure.code, f"step {step['name']!r}: {failure}", events, [record])
+            events.add(
+                "step.finished",
+                step=step["name"],
+                status="FAILED",
+                error=failure.code,
+                attempt=record.attempt,
+            )
+            policy = run.definition["logic_gate"]["retry_policy"]
+            decision = retry.decide(failure.code, failure.retryable, record.attempt, policy)
+            if isinstance(decision, retry.Retry):
+                run.attempt = decision.attempt
+                events.add(
+                    "step.retry",
+                    step=step["name"],
+                    attempt=decision.attempt,
+                    delay_s=decision.delay_s,
+                )
+                self.store.schedule(run, decision.delay_s, steps=[record], events=events)
+                self.enqueue_later(run.id, decision.delay_s)
+                return False
+            message = f"step {step['name']!r}: {failure}"
+            if record.attempt > 1:
+                message += f" (after {record.attempt} attempts; {decision.reason})"
+            self._fail(run, failure.code, message, events, [record])
             return False
         record.status, record.output = "COMPLETED", output
         run.state = plans.apply_output(run.state, step["name"], output)
@@ -454,7 +492,7 @@ class Engine:
         try:
             reply = self.model.complete(request)
         except ModelError as exc:
-            raise StepFailed(exc.code, str(exc)) from None
+            raise StepFailed(exc.code, str(exc), retryable=exc.retryable) from None
         self.store.record_model_call(run, record, key, request, reply)
         return reply
 
@@ -539,7 +577,7 @@ class Engine:
             result = self.tools.invoke(invocation)
         except ToolError as exc:
             self.store.record_tool_call(run, record, invocation, None, str(exc))
-            raise StepFailed(exc.code, str(exc)) from None
+            raise StepFailed(exc.code, str(exc), retryable=not exc.permanent) from None
         self.store.record_tool_call(run, record, invocation, result)
         return result.output
 

@@ -40,7 +40,9 @@ class Driver:
             model=LiteLLMGateway(),
             tools=RegistryToolRunner(),
             enqueue=self.queue.append,
+            enqueue_later=lambda run_id, delay_s: self.later.append((run_id, delay_s)),
         )
+        self.later: list[tuple[str, float]] = []
 
     def run(self, entity: Entity, input_data: dict) -> Run:
         run = run_start(entity=entity, input_data=input_data)
