@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 import jsonschema
 
+from runs.engine import loop, planning, retry, review, transforms
 from runs.engine import plan as plans
-from runs.engine import retry
 from runs.engine.ports import (
     INTERNAL_ERROR,
     INVALID_INPUT,
@@ -183,6 +183,7 @@ class Engine:
     enqueue: Callable[[str], None]
     enqueue_later: Callable[[str, float], None] = lambda run_id, delay_s: None
     max_steps_per_advance: int = 200
+    hard_cap: int = 25  # passes of a loop, whatever max_iterations says
 
     def advance(self, run_id: str) -> None:
         """Do the run's next pieces of work until it waits, pauses or ends."""
@@ -215,7 +216,8 @@ class Engine:
                 continue
             group = plans.group_at(run.plan or [], run.cursor)
             if not group:
-                self._complete(run)
+                if self._complete(run):
+                    continue  # another pass of the plan
                 return
             first = run.plan[group[0]]
             if first["type"] == plans.CHILD:
@@ -244,19 +246,79 @@ class Engine:
         if problems:
             self._fail(run, INVALID_INPUT, "; ".join(problems), events, [])
             return False
-        names = {}
-        if not run.definition["planning"]["static_plan"].get("enabled"):
-            refs = [link["child_id"] for link in run.definition["hierarchy"]["children"]]
-            for ref, child in self.store.children_definitions(run, refs).items():
-                names[ref] = child["identity"]["name"]
-        run.plan = plans.build_static_plan(run.definition, names)
+        names = self._child_names(run)
+        static = plans.build_static_plan(run.definition, names)
         run.state = dict(run.input)
         run.status = "RUNNING"
         run.cursor = 0
-        events.add("run.status", status="RUNNING", plan=[s["name"] for s in run.plan])
+        events.add("run.status", status="RUNNING")
+        plan = self._plan(run, static, names, events, feedback="")
+        if plan is None:
+            return False
+        run.plan = plan
+        events.add("plan.ready", steps=[s["name"] for s in run.plan])
         # Written with the next write of this run: replaying a start is deterministic.
         self._later(run, [], events)
         return True
+
+    def _child_names(self, run: RunView) -> dict[str, str]:
+        refs = [link["child_id"] for link in run.definition["hierarchy"]["children"]]
+        if not refs:
+            return {}
+        found = self.store.children_definitions(run, refs)
+        return {ref: child["identity"]["name"] for ref, child in found.items()}
+
+    def _plan(
+        self,
+        run: RunView,
+        static: list[dict],
+        names: dict[str, str],
+        events: Events,
+        *,
+        feedback: str,
+    ) -> list[dict] | None:
+        """The plan of this pass: the static plan, or the model's plan reconciled with it.
+        A rejected dynamic plan ends the run (VALIDATION_ERROR); None then."""
+        if not run.definition["planning"]["dynamic_planning"].get("enabled"):
+            return static
+        record = StepRecord(
+            f"plan#{run.attempt}" if feedback else "plan",
+            0,
+            "Plan",
+            "PLAN",
+            "COMPLETED",
+            run.iteration,
+        )
+        request = planning.planning_request(
+            run.definition,
+            child_names=names,
+            static=static,
+            run_input=run.input,
+            request_factory=lambda **kw: self._model_request(run, **kw),
+            context={"state": run.state} if feedback else None,
+            feedback=feedback,
+        )
+        try:
+            reply = self._call_model(run, record, request)
+        except StepFailed as failure:
+            record.status, record.error_code, record.error_message = (
+                "FAILED",
+                failure.code,
+                str(failure),
+            )
+            self._fail(run, failure.code, f"planning: {failure}", events, [record])
+            return None
+        proposed = planning.parse_dynamic_plan(reply, run.definition, names)
+        if isinstance(proposed, planning.PlanRejected):
+            record.status, record.error_code = "FAILED", VALIDATION_ERROR
+            record.error_message = proposed.message
+            self._fail(run, VALIDATION_ERROR, proposed.message, events, [record])
+            return None
+        plan, notes = planning.reconcile_for(run.definition, static, proposed)
+        record.output = {"proposed": [s["name"] for s in proposed], "notes": notes}
+        events.add("plan.reconciled", notes=notes, steps=[s["name"] for s in plan])
+        self._later(run, [record], Events())
+        return plan
 
     @staticmethod
     def _later(run: RunView, steps: list[StepRecord], events: Events) -> None:
@@ -485,14 +547,20 @@ class Engine:
     def _call_model(
         self, run: RunView, record: StepRecord, request: ModelRequest, index: int = 0
     ) -> ModelReply:
+        try:
+            return self._recorded_call(run, record, request, index)
+        except ModelError as exc:
+            raise StepFailed(exc.code, str(exc), retryable=exc.retryable) from None
+
+    def _recorded_call(
+        self, run: RunView, record: StepRecord, request: ModelRequest, index: int
+    ) -> ModelReply:
+        """A model call, recorded the moment it returns; a replay reuses the recording."""
         key = f"{run.id}:{record.key}:{record.iteration}:{record.attempt}:{index}"
         recorded = self.store.recorded_reply(run, key)
         if recorded is not None:
             return recorded
-        try:
-            reply = self.model.complete(request)
-        except ModelError as exc:
-            raise StepFailed(exc.code, str(exc), retryable=exc.retryable) from None
+        reply = self.model.complete(request)
         self.store.record_model_call(run, record, key, request, reply)
         return reply
 
@@ -583,12 +651,23 @@ class Engine:
 
     # -- endings ------------------------------------------------------------------------------
 
-    def _complete(self, run: RunView) -> None:
+    def _complete(self, run: RunView) -> bool:
+        """The end of a pass: output, transformations, validation, review, convergence.
+        True when another pass starts."""
         events = Events()
-        output_schema = run.definition["io_contract"]["output"]["schema"]
+        definition = run.definition
+        output_schema = definition["io_contract"]["output"]["schema"]
         output = plans.extract_output(run.state, output_schema)
+        output, problems = transforms.apply_transformations(
+            output, definition["io_contract"]["output"]["transformations"]
+        )
+        if problems:
+            run.output = output
+            message = "output transformations failed: " + "; ".join(problems)
+            self._fail(run, VALIDATION_ERROR, message, events, [])
+            return False
         problems = schema_problems(output_schema, output)
-        validation = run.definition["governance"]["safety_rails"]["output_validation"]
+        validation = definition["governance"]["safety_rails"]["output_validation"]
         if validation.get("enabled") and validation.get("schema"):
             problems += schema_problems(validation["schema"], output)
         if problems:
@@ -600,9 +679,112 @@ class Engine:
                 events,
                 [],
             )
-            return
+            return False
         run.output = output
+        verdict = self._review(run, output, events)
+        if verdict != "passed":
+            return verdict == "again"
+        loop_control = definition["planning"]["loop_control"]
+        criteria = loop_control.get("convergence_criteria") or []
+        history = run.state.get(HISTORY_KEY, [])
+        run.state = {**run.state, HISTORY_KEY: [*history, output]}
+        if criteria and not loop.converged(criteria, run.state):
+            if loop.next_iteration_allowed(
+                run.iteration, loop_control.get("max_iterations"), self.hard_cap
+            ):
+                events.add(
+                    "loop.next",
+                    iteration=run.iteration + 1,
+                    unmet=loop.unmet(criteria, run.state),
+                )
+                self._next_pass(run, events)
+                return True
+            events.add("loop.stopped", iteration=run.iteration, reason="iteration limit")
         self._finish(run, "COMPLETED", "", "", events, [])
+        return False
+
+    def _next_pass(self, run: RunView, events: Events) -> None:
+        run.iteration += 1
+        run.cursor = 0
+        run.attempt = 1
+        self.store.save(run, steps=[], events=events)
+
+    def _review(self, run: RunView, output: dict, events: Events) -> str:
+        """Run the review mechanism: "passed", "again" (another pass starts) or "stop" (the
+        run failed, waits for a retry, or waits for a human)."""
+        mechanism = run.definition["logic_gate"]["review_mechanism"]
+        if not mechanism.get("enabled"):
+            return "passed"
+        record = StepRecord(
+            "review", len(run.plan or []), "Review", "REVIEW", "RUNNING", run.iteration
+        )
+        record.attempt = run.attempt
+        model = _RecordingModel(self, run, record)
+        result = review.review(
+            output,
+            mechanism,
+            model=model,
+            request_factory=lambda **kw: self._model_request(run, **kw),
+        )
+        record.output = {
+            "passed": result.passed,
+            "detail": result.detail,
+            "judge": result.judge,
+            "passed_criteria": list(result.passed_criteria),
+        }
+        if result.passed:
+            record.status = "COMPLETED"
+            events.add("review.passed", criteria=list(result.passed_criteria))
+            self._later(run, [record], Events())
+            return "passed"
+        record.status, record.error_message = "FAILED", result.detail
+        record.error_code = result.error_code or VALIDATION_ERROR
+        events.add("review.failed", detail=result.detail, on_failure=mechanism["on_failure"])
+        if result.error_code:  # the judge itself failed: the retry policy decides
+            policy = run.definition["logic_gate"]["retry_policy"]
+            decision = retry.decide(result.error_code, result.retryable, run.attempt, policy)
+            if isinstance(decision, retry.Retry):
+                run.attempt = decision.attempt
+                self.store.schedule(run, decision.delay_s, steps=[record], events=events)
+                self.enqueue_later(run.id, decision.delay_s)
+                return "stop"
+            self._fail(run, result.error_code, f"review: {result.detail}", events, [record])
+            return "stop"
+        on_failure = mechanism["on_failure"]
+        retries = int(run.state.get(REVIEW_RETRIES_KEY, 0))
+        limit = run.definition["logic_gate"]["retry_policy"]["max_retries"]
+        if on_failure in ("RETRY", "ALTERNATIVE_PATH") and retries < limit:
+            run.state = {
+                **run.state,
+                REVIEW_RETRIES_KEY: retries + 1,
+                "review_feedback": result.detail,
+            }
+            self._later(run, [record], events)
+            if on_failure == "ALTERNATIVE_PATH":
+                names = self._child_names(run)
+                static = plans.build_static_plan(run.definition, names)
+                plan = self._plan(
+                    run,
+                    static,
+                    names,
+                    Events(),
+                    feedback=f"The last attempt failed its review: {result.detail}",
+                )
+                if plan is None:
+                    return "stop"
+                run.plan = plan
+            self._next_pass(run, Events())
+            return "again"
+        if on_failure == "ESCALATE":
+            run.status, run.error_code = "BLOCKED", "ESCALATED"
+            run.error_message = f"the review asks for a human decision: {result.detail}"
+            self.store.save(run, steps=[record], events=events)
+            return "stop"
+        message = f"the output failed its review: {result.detail}"
+        if on_failure in ("RETRY", "ALTERNATIVE_PATH"):
+            message += f" (after {retries} retries)"
+        self._fail(run, VALIDATION_ERROR, message, events, [record])
+        return "stop"
 
     def _fail(
         self, run: RunView, code: str, message: str, events: Events, steps: list[StepRecord]
@@ -623,6 +805,25 @@ class Engine:
         parent = self.store.finish(run, steps=steps, events=events)
         if parent is not None:
             self.enqueue(parent)
+
+
+HISTORY_KEY = "_iterations"  # the outputs of earlier passes, for loop control
+REVIEW_RETRIES_KEY = "_review_retries"
+
+
+class _RecordingModel:
+    """A ModelClient for the pure modules (review, planning) whose every call is recorded
+    under one step record, and reused on replay."""
+
+    def __init__(self, engine: Engine, run: RunView, record: StepRecord):
+        self.engine, self.run, self.record, self.index = engine, run, record, 0
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        index, self.index = self.index, self.index + 1
+        return self.engine._recorded_call(self.run, self.record, request, index)
+
+    def count_tokens(self, model: str, text: str) -> int:
+        return self.engine.model.count_tokens(model, text)
 
 
 def schema_problems(schema: dict, value: Any) -> list[str]:
