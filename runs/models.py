@@ -233,3 +233,56 @@ class RunEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trace_id}#{self.seq} {self.type}"
+
+
+class Artifact(models.Model):
+    """A large object (over 10 KB) of a run's context, stored once by its content digest."""
+
+    workspace = models.ForeignKey(
+        "entities.Workspace", on_delete=models.CASCADE, related_name="artifacts"
+    )
+    digest = models.CharField(max_length=64)
+    content = models.TextField()
+    size = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "digest"], name="artifact_unique_digest")
+        ]
+
+    def __str__(self) -> str:
+        return f"artifact {self.digest[:12]} ({self.size} bytes)"
+
+
+class MemoryScope(models.TextChoices):
+    SESSION = "SESSION"  # one trace: cleared when it ends
+    ENTITY = "ENTITY"  # one entity, across its runs
+    GLOBAL = "GLOBAL"  # the whole workspace
+
+
+class MemoryItem(models.Model):
+    """What an entity remembers (seed 000 §3.6.2), in the database."""
+
+    workspace = models.ForeignKey(
+        "entities.Workspace", on_delete=models.CASCADE, related_name="memory_items"
+    )
+    scope = models.CharField(max_length=10, choices=MemoryScope.choices)
+    entity = models.ForeignKey(
+        "entities.Entity", on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    session = models.UUIDField(null=True, blank=True)  # the trace, for SESSION memory
+    run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    content = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["workspace", "scope", "entity", "-created_at"], name="memory_idx"),
+            models.Index(fields=["session"], name="memory_session_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope} memory {self.pk}"

@@ -26,7 +26,17 @@ from django.utils import timezone
 from entities.models import Entity, EntityVersion
 from runs.engine.core import ChildOutcome, ChildRequest, Events, RunView, StepRecord
 from runs.engine.ports import ModelReply, ModelRequest, ToolInvocation, ToolResult
-from runs.models import TERMINAL, LLMCall, Run, RunEvent, RunStatus, StepRun, ToolCall
+from runs.models import (
+    TERMINAL,
+    Artifact,
+    LLMCall,
+    MemoryItem,
+    Run,
+    RunEvent,
+    RunStatus,
+    StepRun,
+    ToolCall,
+)
 
 _DEFINITIONS: OrderedDict[tuple[int, str], dict] = OrderedDict()
 _DEFINITIONS_LOCK = threading.Lock()
@@ -126,6 +136,7 @@ class OrmRunStore:
             # recorded before paying for them again.
             resumed=bool(row.lease_owner),
             created_by_id=row.created_by_id,
+            entity_id=str(row.entity_id),
         )
 
     def release(self, run: RunView) -> None:
@@ -314,6 +325,8 @@ class OrmRunStore:
             self._write_steps(run, steps)
             append_events(run.trace_id, run.id, items)
             if run.parent_id is None:
+                # SESSION memory lives as long as the trace (seed 000 §3.6.2).
+                MemoryItem.objects.filter(session=run.trace_id, scope="SESSION").delete()
                 return None
             # Lock the parent so siblings finishing at the same moment take turns; the last
             # one sees every sibling finished and wakes the parent.
@@ -467,6 +480,46 @@ class OrmRunStore:
                 ],
             )
 
+    # -- memory and artifacts --------------------------------------------------------------
+
+    def memory_read(self, run: RunView) -> list[Any]:
+        """What the entity remembers, oldest first (seed 000 §3.6.2: FULL or RECENT_N)."""
+        config = run.definition["capabilities"]["memory"]
+        if not config.get("enabled"):
+            return []
+        items = _memory_items(run, config).filter(
+            Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+        )
+        if config.get("access_pattern") == "RECENT_N":
+            items = items[:MEMORY_RECENT_N]
+        return [item for item in reversed(list(items.values_list("content", flat=True)))]
+
+    def memory_write(self, run: RunView, content: Any) -> None:
+        """Remember one item; the retention policy's max_items and ttl_seconds apply."""
+        config = run.definition["capabilities"]["memory"]
+        if not config.get("enabled"):
+            return
+        retention = config.get("retention_policy") or {}
+        ttl = retention.get("ttl_seconds")
+        scope = config.get("scope", "SESSION")
+        with transaction.atomic():
+            MemoryItem.objects.create(
+                workspace_id=run.workspace_id,
+                scope=scope,
+                entity_id=run.entity_id if scope != "GLOBAL" else None,
+                session=run.trace_id if scope == "SESSION" else None,
+                run_id=run.id,
+                content=content,
+                expires_at=timezone.now() + timedelta(seconds=ttl) if ttl else None,
+            )
+            limit = retention.get("max_items")
+            if limit:
+                keep = _memory_items(run, config).values_list("pk", flat=True)[:limit]
+                _memory_items(run, config).exclude(pk__in=list(keep)).delete()
+
+    def artifacts(self, run: RunView) -> _WorkspaceArtifacts:
+        return _WorkspaceArtifacts(run.workspace_id)
+
     def child_definition(self, run: RunView, entity_ref: str) -> dict | None:
         found = self._resolved(run.workspace_id, entity_ref)
         return pinned_definition(found[1].pk, found[0].pk) if found else None
@@ -532,6 +585,43 @@ class OrmRunStore:
                     entity = None
             version = versions.get(entity.pk) if entity is not None else None
             cache[(workspace_id, ref)] = (entity, version) if version is not None else None
+
+
+MEMORY_RECENT_N = 10
+
+
+def _memory_items(run: RunView, config: dict) -> Any:
+    scope = config.get("scope", "SESSION")
+    items = MemoryItem.objects.filter(workspace_id=run.workspace_id, scope=scope)
+    if scope == "SESSION":
+        return items.filter(session=run.trace_id)
+    if scope == "ENTITY":
+        return items.filter(entity_id=run.entity_id)
+    return items
+
+
+class _WorkspaceArtifacts:
+    """The engine's ArtifactStore on the Artifact table, per workspace."""
+
+    def __init__(self, workspace_id: int):
+        self.workspace_id = workspace_id
+
+    def has(self, digest: str) -> bool:
+        return Artifact.objects.filter(workspace_id=self.workspace_id, digest=digest).exists()
+
+    def put(self, digest: str, content: str) -> None:
+        Artifact.objects.get_or_create(
+            workspace_id=self.workspace_id,
+            digest=digest,
+            defaults={"content": content, "size": len(content.encode())},
+        )
+
+    def get(self, digest: str) -> str | None:
+        return (
+            Artifact.objects.filter(workspace_id=self.workspace_id, digest=digest)
+            .values_list("content", flat=True)
+            .first()
+        )
 
 
 _VIEW_FIELDS = (

@@ -30,7 +30,7 @@ from runs.engine.ports import (
     ToolResult,
     ToolRunner,
 )
-from runs.engine.prompts import messages_for
+from runs.engine.prompts import compose
 
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 
@@ -60,6 +60,7 @@ class RunView:
     started: bool = False
     resumed: bool = False  # the last worker died mid-advance
     created_by_id: Any = None
+    entity_id: str = ""
     pending_steps: list[StepRecord] = field(default_factory=list)
     pending_events: Events = field(default_factory=lambda: Events())
     output: dict | None = None
@@ -159,6 +160,15 @@ class RunStore(Protocol):
         result: ToolResult | None,
         error: str = "",
     ) -> None: ...
+
+    def memory_read(self, run: RunView) -> list[Any]:
+        """What the entity remembers, oldest first."""
+
+    def memory_write(self, run: RunView, content: Any) -> None:
+        """Remember one item under the entity's memory configuration."""
+
+    def artifacts(self, run: RunView) -> Any:
+        """The ArtifactStore of the run's workspace."""
 
     def child_definition(self, run: RunView, entity_ref: str) -> dict | None:
         """The current definition of a child entity of this run's workspace, for its input
@@ -564,6 +574,35 @@ class Engine:
         self.store.record_model_call(run, record, key, request, reply)
         return reply
 
+    def _messages(self, run: RunView, instruction: str) -> tuple[dict[str, Any], ...]:
+        """The prompt of a THOUGHT or tool-arguments call under the entity's context
+        engineering, memory and iteration context."""
+        definition = run.definition
+        model_name = definition["logic_gate"]["reasoning_config"]["model_name"]
+        loop_control = definition["planning"]["loop_control"]
+        history = run.state.get(HISTORY_KEY) or []
+        iterations = (
+            loop.iteration_context(history, loop_control["iteration_context_mode"])
+            if history
+            else None
+        )
+        if not hasattr(run, "_memory"):
+            run._memory = self.store.memory_read(run)  # type: ignore[attr-defined]
+        messages, dropped = compose(
+            definition,
+            instruction=instruction,
+            run_input=run.input,
+            state=run.state,
+            plan=run.plan,
+            memory=run._memory,  # type: ignore[attr-defined]
+            iterations=iterations,
+            count_tokens=lambda text: self.model.count_tokens(model_name, text),
+            artifact_store=self.store.artifacts(run),
+        )
+        if dropped:
+            run.pending_events.add("context.trimmed", dropped=dropped)
+        return messages
+
     def _thought_step(self, run: RunView, step: dict, record: StepRecord) -> Any:
         output_schema = run.definition["io_contract"]["output"]["schema"]
         data = self._data(run)
@@ -576,12 +615,7 @@ class Engine:
         schema = output_schema if output_schema.get("properties") else None
         request = self._model_request(
             run,
-            messages=messages_for(
-                run.definition,
-                instruction=instruction,
-                data={"input": run.input, "state": run.state},
-                reasoning_mode=run.definition["logic_gate"]["reasoning_config"]["reasoning_mode"],
-            ),
+            messages=self._messages(run, instruction),
             response_schema=schema,
             purpose="THOUGHT",
         )
@@ -607,14 +641,9 @@ class Engine:
             name = function.get("name") or tool["tool_id"]
             request = self._model_request(
                 run,
-                messages=messages_for(
-                    run.definition,
-                    instruction=f"Call the tool {name} with the right arguments for this step: "
-                    f"{step['name']}.",
-                    data={"input": run.input, "state": run.state},
-                    reasoning_mode=run.definition["logic_gate"]["reasoning_config"][
-                        "reasoning_mode"
-                    ],
+                messages=self._messages(
+                    run,
+                    f"Call the tool {name} with the right arguments for this step: {step['name']}.",
                 ),
                 tools=(
                     {
@@ -700,6 +729,7 @@ class Engine:
                 self._next_pass(run, events)
                 return True
             events.add("loop.stopped", iteration=run.iteration, reason="iteration limit")
+        self.store.memory_write(run, {"input": run.input, "output": output})
         self._finish(run, "COMPLETED", "", "", events, [])
         return False
 

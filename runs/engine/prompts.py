@@ -49,3 +49,66 @@ def messages_for(
         {"role": "system", "content": system_prompt(definition)},
         {"role": "user", "content": f"{user}\n\nInput and state:\n{context}"},
     )
+
+
+def compose(
+    definition: dict,
+    *,
+    instruction: str,
+    run_input: dict,
+    state: dict,
+    plan: list[dict] | None,
+    memory: list[Any],
+    iterations: Any,
+    count_tokens: Any,
+    artifact_store: Any = None,
+    summarize: Any = None,
+) -> tuple[tuple[dict[str, Any], ...], list[str]]:
+    """The messages of a model call under the entity's context engineering (seed 000 §3.6.3):
+    the parts in `context_priority` order, trimmed to `max_context_tokens`, objects over 10 KB
+    passed INLINE, by REFERENCE or as a SUMMARY. Answers the messages and the parts dropped.
+    """
+    from runs.engine import context as ctx
+
+    engineering = definition["capabilities"]["context_engineering"]
+    handling = engineering["artifact_handling"]
+    shown_input = ctx.with_artifacts(run_input, handling, summarize=summarize, store=artifact_store)
+    own_state = {k: v for k, v in state.items() if k not in run_input and not k.startswith("_")}
+    shown_state = ctx.with_artifacts(own_state, handling, summarize=summarize, store=artifact_store)
+    static = definition["planning"]["static_plan"]
+    parts: dict[str, str] = {
+        "SYSTEM_PROMPT": system_prompt(definition),
+        "USER_INPUT": "Input:\n" + _json(shown_input),
+        "STATIC_PLAN": (
+            "Plan:\n" + "\n".join(f"{i}. {s['name']}" for i, s in enumerate(plan or [], 1))
+            if static.get("enabled") or plan
+            else ""
+        ),
+        "DYNAMIC_PLAN": "",
+        "MEMORY": ("Memory:\n" + _json(memory)) if memory else "",
+        "TOOL_RESULTS": ("Results so far:\n" + _json(shown_state)) if shown_state else "",
+    }
+    if iterations:
+        parts["TOOL_RESULTS"] = (
+            parts["TOOL_RESULTS"] + "\n\nEarlier passes:\n" + _json(iterations)
+        ).strip()
+    budget = engineering["max_context_tokens"] - count_tokens(instruction)
+    kept, dropped = ctx.build_context(
+        parts, engineering["context_priority"], max(budget, 0), count_tokens
+    )
+    system = next((p.text for p in kept if p.kind == "SYSTEM_PROMPT"), "")
+    rest = "\n\n".join(p.text for p in kept if p.kind != "SYSTEM_PROMPT")
+    mode = definition["logic_gate"]["reasoning_config"]["reasoning_mode"]
+    strategy = REASONING.get(mode)
+    user = f"{strategy}\n\n{instruction}" if strategy else instruction
+    if rest:
+        user = f"{user}\n\n{rest}"
+    messages: list[dict[str, Any]] = []
+    if system:
+        messages.append({"role": "system", "content": system})
+    messages.append({"role": "user", "content": user})
+    return tuple(messages), dropped
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False, sort_keys=True)
