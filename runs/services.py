@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from entities.models import Entity
+from governance.permissions import OPERATE, has_perm
 from runs.executors import enqueue
 from runs.models import ACTIVE, Run, RunStatus
 from runs.store import append_events, latest_version, pinned_definition
@@ -28,6 +29,12 @@ def run_start(
 
     Input problems, an entity that is not ACTIVE and the like end the run FAILED with an error
     code at its first step, so they are recorded like any other failure."""
+    if user is not None and not has_perm(user, OPERATE, entity.workspace):
+        raise RunRefused(
+            "PERMISSION_DENIED",
+            f"{getattr(user, 'username', 'this user')} may not start runs in "
+            f"{entity.workspace.name}; the operator role is needed",
+        )
     version = latest_version(entity)
     if version is None:
         raise RunRefused("NOT_FOUND", f"{entity.name} has no saved version")

@@ -256,6 +256,20 @@ class Engine:
         if problems:
             self._fail(run, INVALID_INPUT, "; ".join(problems), events, [])
             return False
+        missing = [
+            tool["tool_id"]
+            for tool in run.definition["capabilities"]["tools"]
+            if not tool.get("implementation")
+        ]
+        if missing:
+            self._fail(
+                run,
+                VALIDATION_ERROR,
+                "tools without an implementation cannot run: " + ", ".join(missing),
+                events,
+                [],
+            )
+            return False
         names = self._child_names(run)
         static = plans.build_static_plan(run.definition, names)
         run.state = dict(run.input)

@@ -209,6 +209,13 @@ def plan_schema(
                             "minLength": 1,
                             "maxLength": 200,
                             "description": "A short name; to keep a static step, its name.",
+                            "examples": [
+                                "Check the facts",
+                                "Clean up the input",
+                                "Review for compliance",
+                                "Summarise the findings",
+                                "Translate for other markets",
+                            ],
                         },
                         "instruction": {
                             "type": "string",

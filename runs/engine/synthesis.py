@@ -191,6 +191,11 @@ class _Synthesizer:
         schema = self.resolve(schema, depth)
         if "const" in schema:
             return copy.deepcopy(schema["const"])
+        examples = schema.get("examples")
+        if isinstance(examples, list) and examples:
+            typed = [e for e in examples if _matches_type(e, schema.get("type"))]
+            if typed:
+                return copy.deepcopy(self.rng.choice(typed))
         if "enum" in schema and schema["enum"]:
             options = list(schema["enum"])
             typed = [o for o in options if _matches_type(o, schema.get("type"))]

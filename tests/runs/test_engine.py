@@ -486,3 +486,28 @@ def test_a_cancelled_run_ends_cancelled_and_starts_nothing_new(driver, acme):
     assert first_child.status == "CANCELLED"
     assert run.status == "CANCELLED"
     assert not Run.objects.filter(parent=run, entity=two).exists()
+
+
+def test_a_user_without_the_operator_role_cannot_start_a_run(db, acme, alice):
+    from runs.services import RunRefused
+
+    action = EntityFactory(workspace=acme, name="guarded", io_contract=io(None, ok="boolean"))
+    with pytest.raises(RunRefused) as refused:
+        run_start(entity=action, input_data={}, user=alice)
+    assert refused.value.code == "PERMISSION_DENIED"
+    assert not Run.objects.exists()
+
+
+def test_a_tool_without_an_implementation_fails_the_run_before_any_step(driver, acme):
+    manual = tool_definition("manual", implementation=None)
+    action = EntityFactory(
+        workspace=acme,
+        name="manual_work",
+        tools=[manual],
+        planning=static_plan(step(1, "Do it", "TOOL_CALL", tool_id="manual")),
+    )
+    run = driver.run(action, {})
+    assert run.status == "FAILED"
+    assert run.error_code == "VALIDATION_ERROR"
+    assert "manual" in run.error_message
+    assert not StepRun.objects.filter(run=run).exists()
