@@ -140,8 +140,8 @@ class OrmRunStore:
         )
 
     def release(self, run: RunView) -> None:
-        if run.status in TERMINAL:
-            return  # finish already let go of the lease
+        if run.status in TERMINAL or run.released:
+            return  # finish, spawn or schedule already let go of the lease
         Run.objects.filter(pk=run.id, lease_owner=self.owner).update(
             lease_owner="", lease_expires_at=None
         )
@@ -238,6 +238,7 @@ class OrmRunStore:
                 lease_owner="",
                 lease_expires_at=None,
             )
+            run.released = True
             self._write_steps(run, steps)
             append_events(run.trace_id, run.id, items)
 
@@ -275,7 +276,9 @@ class OrmRunStore:
         steps, items = self._take_pending(run, steps, events.items)
         with transaction.atomic():
             Run.objects.bulk_create(rows)
-            self._write_run(run)
+            # The run waits now: let go of the lease in the same write.
+            self._write_run(run, lease_owner="", lease_expires_at=None)
+            run.released = True
             self._write_steps(run, steps)
             append_events(run.trace_id, run.id, items)
         return [str(row.pk) for row in rows]
@@ -443,25 +446,31 @@ class OrmRunStore:
                 self._write_run(run)
                 self._write_steps(run, steps)
                 append_events(run.trace_id, run.id, items)
-            ToolCall.objects.update_or_create(
-                idempotency_key=invocation.idempotency_key,
-                defaults={
-                    "run_id": run.id,
-                    "tool_id": tool["tool_id"],
-                    "tool_name": tool.get("name", tool["tool_id"])[:200],
-                    "provider": tool.get("provider", "")[:50],
-                    "input_parameters": invocation.arguments,
-                    "output_result": result.output if result else None,
-                    "success": result is not None,
-                    "error_message": error[:10_000],
-                    "latency_ms": result.latency_ms if result else 0,
-                    "metadata": {
-                        "step": step.key,
-                        "iteration": step.iteration,
-                        "attempt": step.attempt,
-                        "sandbox": invocation.sandbox,
-                    },
-                },
+            # One statement: a replay after a crash may write the same key again.
+            ToolCall.objects.bulk_create(
+                [
+                    ToolCall(
+                        idempotency_key=invocation.idempotency_key,
+                        run_id=run.id,
+                        tool_id=tool["tool_id"],
+                        tool_name=tool.get("name", tool["tool_id"])[:200],
+                        provider=tool.get("provider", "")[:50],
+                        input_parameters=invocation.arguments,
+                        output_result=result.output if result else None,
+                        success=result is not None,
+                        error_message=error[:10_000],
+                        latency_ms=result.latency_ms if result else 0,
+                        metadata={
+                            "step": step.key,
+                            "iteration": step.iteration,
+                            "attempt": step.attempt,
+                            "sandbox": invocation.sandbox,
+                        },
+                    )
+                ],
+                update_conflicts=True,
+                unique_fields=["idempotency_key"],
+                update_fields=["output_result", "success", "error_message", "latency_ms"],
             )
             _add_counters(run, cost=Decimal(0), tokens=0, tool_calls=1)
             append_events(

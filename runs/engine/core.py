@@ -61,6 +61,7 @@ class RunView:
     resumed: bool = False  # the last worker died mid-advance
     created_by_id: Any = None
     entity_id: str = ""
+    released: bool = False  # the store already let go of the lease
     pending_steps: list[StepRecord] = field(default_factory=list)
     pending_events: Events = field(default_factory=lambda: Events())
     output: dict | None = None
