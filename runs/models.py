@@ -86,7 +86,6 @@ class Run(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     wake_at = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
-    event_seq = models.PositiveBigIntegerField(default=0)  # last event number of the trace (root)
 
     class Meta:
         ordering = ["-created_at"]
@@ -213,6 +212,17 @@ class ToolCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_id} ({'ok' if self.success else 'failed'})"
+
+
+class TraceSequence(models.Model):
+    """The last event number of a trace: a narrow row, so numbering an event does not rewrite
+    the root run's wide one."""
+
+    trace_id = models.UUIDField(primary_key=True)
+    last_seq = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.trace_id}: {self.last_seq}"
 
 
 class RunEvent(models.Model):

@@ -10,7 +10,7 @@ from django.utils import timezone
 from entities.models import Entity
 from governance.permissions import OPERATE, has_perm
 from runs.executors import enqueue
-from runs.models import ACTIVE, Run, RunStatus
+from runs.models import ACTIVE, Run, RunStatus, TraceSequence
 from runs.store import append_events, latest_version, pinned_definition
 
 
@@ -52,6 +52,7 @@ def run_start(
         )
         run.trace_id = run.id
         run.save()
+        TraceSequence.objects.create(trace_id=run.trace_id)
         if not isinstance(input_data, dict):
             Run.objects.filter(pk=run.pk).update(input_data=input_data)
             run.input_data = input_data

@@ -36,6 +36,7 @@ from runs.models import (
     RunStatus,
     StepRun,
     ToolCall,
+    TraceSequence,
 )
 
 _DEFINITIONS: OrderedDict[tuple[int, str], dict] = OrderedDict()
@@ -666,8 +667,8 @@ _VIEW_FIELDS = (
 _ASLEEP = (RunStatus.PAUSED, RunStatus.BLOCKED)
 _STEP_DONE = ("COMPLETED", "FAILED", "SKIPPED", "CANCELLED")
 _TAKE_SEQ = (  # the table name is the model's own, not input
-    f"UPDATE {Run._meta.db_table} SET event_seq = event_seq + %s "  # noqa: S608
-    "WHERE id = %s RETURNING event_seq"
+    f"UPDATE {TraceSequence._meta.db_table} SET last_seq = last_seq + %s "  # noqa: S608
+    "WHERE trace_id = %s RETURNING last_seq"
 )
 
 
@@ -697,7 +698,13 @@ def append_events(trace_id: str, run_id: str, items: list[tuple[str, dict]]) -> 
     # events commit in order).
     with connection.cursor() as cursor:
         cursor.execute(_TAKE_SEQ, [len(items), _uuid_param(trace_id)])
-        (last,) = cursor.fetchone()
+        row = cursor.fetchone()
+    if row is None:  # the trace's first events
+        TraceSequence.objects.get_or_create(trace_id=trace_id)
+        with connection.cursor() as cursor:
+            cursor.execute(_TAKE_SEQ, [len(items), _uuid_param(trace_id)])
+            row = cursor.fetchone()
+    (last,) = row
     first = last - len(items) + 1
     rows = [
         RunEvent(trace_id=trace_id, seq=first + i, run_id=run_id, type=kind, payload=payload)
