@@ -1,0 +1,47 @@
+"""Runs in the admin: read-only, and scoped to the user's workspaces."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from runs.models import LLMCall, Run
+from tests.factories import EntityFactory
+from tests.runs.test_engine import Driver, io
+
+pytestmark = pytest.mark.smoke
+
+
+@pytest.fixture
+def finished_run(db, acme):
+    child = EntityFactory(workspace=acme, name="helper", io_contract=io(None, ok="boolean"))
+    parent = EntityFactory(workspace=acme, name="lead", type="AGENT", children=[child])
+    return Driver().run(parent, {})
+
+
+def test_a_member_sees_the_run_its_steps_and_children(client, alice, finished_run):
+    client.force_login(alice)
+    page = client.get(reverse("admin:runs_run_change", args=[finished_run.pk]))
+    assert page.status_code == 200
+    assert b"helper" in page.content
+    assert b"COMPLETED" in page.content
+    listing = client.get(reverse("admin:runs_llmcall_changelist"))
+    assert listing.status_code == 200
+    assert LLMCall.objects.filter(run__trace_id=finished_run.trace_id).exists()
+
+
+def test_an_outsider_sees_no_run_of_another_workspace(client, charlie, finished_run):
+    client.force_login(charlie)
+    listing = client.get(reverse("admin:runs_run_changelist"))
+    assert listing.status_code == 200
+    assert str(finished_run.pk).encode() not in listing.content
+    page = client.get(reverse("admin:runs_run_change", args=[finished_run.pk]))
+    assert page.status_code in (302, 404)
+    assert b"lead" not in page.content
+
+
+def test_runs_cannot_be_edited_or_deleted_in_the_admin(client, alice, finished_run):
+    client.force_login(alice)
+    url = reverse("admin:runs_run_delete", args=[finished_run.pk])
+    assert client.post(url, {"post": "yes"}).status_code == 403
+    assert Run.objects.filter(pk=finished_run.pk).exists()
