@@ -19,8 +19,8 @@ from django.conf import settings  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
 
 if settings.HIERARCH_EXECUTOR == "inline":
-    # The server process is the executor: it also sweeps, so runs left behind by a restart
-    # resume.
+    # The server process is the executor: it also sweeps (at once, then every
+    # HIERARCH_ENGINE["SWEEP_SECONDS"]), so runs a killed or restarted server left behind resume.
     from runs.sweeper import start_inline_sweeper
 
     start_inline_sweeper()

@@ -171,7 +171,7 @@ HIERARCH_EXECUTOR = env_choice("HIERARCH_EXECUTOR", "inline", ("inline", "celery
 # (Celery beat, or a thread of the server with the inline executor), and how many threads the
 # inline executor runs.
 HIERARCH_ENGINE = {
-    "LEASE_SECONDS": env_int("HIERARCH_LEASE_SECONDS", 30),
+    "LEASE_SECONDS": env_int("HIERARCH_LEASE_SECONDS", 15),
     "SWEEP_SECONDS": env_int("HIERARCH_SWEEP_SECONDS", 5),
     "INLINE_WORKERS": env_int("HIERARCH_INLINE_WORKERS", 4),
 }

@@ -19,12 +19,12 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from entities.models import Entity, EntityVersion
-from runs.engine.core import ChildOutcome, ChildRequest, Events, RunView, StepRecord
+from runs.engine.core import ChildOutcome, ChildRequest, Events, LeaseLost, RunView, StepRecord
 from runs.engine.ports import ModelReply, ModelRequest, ToolInvocation, ToolResult
 from runs.models import (
     TERMINAL,
@@ -97,8 +97,10 @@ class OrmRunStore:
                 .only(*_VIEW_FIELDS)
                 .first()
             )
-            if row is None or row.status in TERMINAL or row.status in _ASLEEP:
+            if row is None or row.status in TERMINAL:
                 return None
+            if row.status in _ASLEEP and not row.cancel_requested:
+                return None  # a paused or blocked run moves only on a decision or a cancel
             leased = row.lease_expires_at is not None and row.lease_expires_at > now
             if leased and row.lease_owner != self.owner:
                 return None
@@ -109,7 +111,7 @@ class OrmRunStore:
                 lease_expires_at=now + timedelta(seconds=lease_seconds()),
                 wake_at=None,
             )
-        return RunView(
+        view = RunView(
             id=str(row.pk),
             trace_id=str(row.trace_id),
             workspace_id=row.workspace_id,
@@ -139,8 +141,16 @@ class OrmRunStore:
             created_by_id=row.created_by_id,
             entity_id=str(row.entity_id),
         )
+        _Heartbeat.start(view, self.owner)
+        return view
+
+    def cancel_requested(self, run: RunView) -> bool:
+        if not run.cancel_requested:
+            run.cancel_requested = Run.objects.filter(pk=run.id, cancel_requested=True).exists()
+        return run.cancel_requested
 
     def release(self, run: RunView) -> None:
+        _Heartbeat.stop(run)
         if run.status in TERMINAL or run.released:
             return  # finish, spawn or schedule already let go of the lease
         Run.objects.filter(pk=run.id, lease_owner=self.owner).update(
@@ -164,10 +174,20 @@ class OrmRunStore:
             "lease_expires_at": now + timedelta(seconds=lease_seconds()),
             **extra,
         }
-        if run.status == RunStatus.RUNNING and not run.started:
-            fields["started_at"] = now
-            run.started, run.began_at = True, now
-        Run.objects.filter(pk=run.id).update(**fields)
+        if run.status != RunStatus.PENDING and not run.started:
+            fields["started_at"] = run.began_at or now
+            run.started, run.began_at = True, run.began_at or now
+        # Fenced: only the lease holder writes; a worker that lost the lease stops here.
+        if not Run.objects.filter(pk=run.id, lease_owner=self.owner).update(**fields):
+            raise LeaseLost(f"run {run.id} is held by another worker")
+
+    def _touch(self, run: RunView) -> None:
+        """Renew the lease, or learn that it is lost."""
+        renewed = Run.objects.filter(pk=run.id, lease_owner=self.owner).update(
+            lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds())
+        )
+        if not renewed:
+            raise LeaseLost(f"run {run.id} is held by another worker")
 
     def _write_steps(self, run: RunView, steps: list[StepRecord]) -> None:
         """Insert or update the step records in one statement."""
@@ -224,15 +244,18 @@ class OrmRunStore:
     def save(self, run: RunView, *, steps: list[StepRecord], events: Events) -> None:
         steps, items = self._take_pending(run, steps, events.items)
         with transaction.atomic():
+            # The trace's sequence row first, the runs' rows after: one lock order.
+            append_events(run.trace_id, run.id, items)
             self._write_run(run)
             self._write_steps(run, steps)
-            append_events(run.trace_id, run.id, items)
 
     def schedule(
         self, run: RunView, delay_s: float, *, steps: list[StepRecord], events: Events
     ) -> None:
         steps, items = self._take_pending(run, steps, events.items)
         with transaction.atomic():
+            # The trace's sequence row first, the runs' rows after: one lock order.
+            append_events(run.trace_id, run.id, items)
             self._write_run(
                 run,
                 wake_at=timezone.now() + timedelta(seconds=delay_s),
@@ -241,7 +264,6 @@ class OrmRunStore:
             )
             run.released = True
             self._write_steps(run, steps)
-            append_events(run.trace_id, run.id, items)
 
     def spawn(
         self, run: RunView, *, children: list[ChildRequest], steps: list[StepRecord], events: Events
@@ -276,12 +298,13 @@ class OrmRunStore:
             )
         steps, items = self._take_pending(run, steps, events.items)
         with transaction.atomic():
+            # The trace's sequence row first, the runs' rows after: one lock order.
+            append_events(run.trace_id, run.id, items)
             Run.objects.bulk_create(rows)
             # The run waits now: let go of the lease in the same write.
             self._write_run(run, lease_owner="", lease_expires_at=None)
             run.released = True
             self._write_steps(run, steps)
-            append_events(run.trace_id, run.id, items)
         return [str(row.pk) for row in rows]
 
     def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
@@ -319,6 +342,8 @@ class OrmRunStore:
         now = timezone.now()
         steps, items = self._take_pending(run, steps, events.items)
         with transaction.atomic():
+            # The trace's sequence row first, the runs' rows after: one lock order.
+            append_events(run.trace_id, run.id, items)
             self._write_run(
                 run,
                 completed_at=now,
@@ -327,7 +352,6 @@ class OrmRunStore:
                 lease_expires_at=None,
             )
             self._write_steps(run, steps)
-            append_events(run.trace_id, run.id, items)
             if run.parent_id is None:
                 # SESSION memory lives as long as the trace (seed 000 §3.6.2).
                 MemoryItem.objects.filter(session=run.trace_id, scope="SESSION").delete()
@@ -376,12 +400,40 @@ class OrmRunStore:
     ) -> None:
         prompt = "\n\n".join(f"[{m['role']}] {m.get('content') or ''}" for m in request.messages)
         tokens = reply.prompt_tokens + reply.completion_tokens
-        steps, items = self._take_pending(run, [], [])
+        event = {
+            "step": step.name,
+            "model": reply.model,
+            "tokens": tokens,
+            "cost_usd": str(reply.cost_usd),
+            "latency_ms": reply.latency_ms,
+        }
+        steps, items = self._take_pending(run, [], [("llm.call", event)])
+        try:
+            self._record_call(run, step, call_key, request, reply, prompt, tokens, steps, items)
+        except IntegrityError:
+            # The same call was recorded by a worker that took the run over: this one is late.
+            raise LeaseLost(f"run {run.id}: another worker recorded {call_key}") from None
+
+    def _record_call(
+        self,
+        run: RunView,
+        step: StepRecord,
+        call_key: str,
+        request: ModelRequest,
+        reply: ModelReply,
+        prompt: str,
+        tokens: int,
+        steps: list[StepRecord],
+        items: list[tuple[str, dict]],
+    ) -> None:
         with transaction.atomic():
-            if steps or items:
+            # The trace's sequence row first, the runs' rows after: one lock order.
+            append_events(run.trace_id, run.id, items)
+            if steps or len(items) > 1:  # the engine buffered changes of the run too
                 self._write_run(run)
                 self._write_steps(run, steps)
-                append_events(run.trace_id, run.id, items)
+            else:
+                self._touch(run)
             LLMCall.objects.create(
                 run_id=run.id,
                 call_key=call_key,
@@ -406,23 +458,9 @@ class OrmRunStore:
                     "tool_arguments": reply.tool_arguments,
                 },
             )
+            # Ancestors' rows after the trace's sequence row: every transaction that touches
+            # both takes them in this order, so siblings on two workers cannot deadlock.
             _add_counters(run, cost=reply.cost_usd, tokens=tokens, llm_calls=1)
-            append_events(
-                run.trace_id,
-                run.id,
-                [
-                    (
-                        "llm.call",
-                        {
-                            "step": step.name,
-                            "model": reply.model,
-                            "tokens": tokens,
-                            "cost_usd": str(reply.cost_usd),
-                            "latency_ms": reply.latency_ms,
-                        },
-                    )
-                ],
-            )
 
     def recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None:
         if not run.resumed:
@@ -441,12 +479,21 @@ class OrmRunStore:
         error: str = "",
     ) -> None:
         tool = invocation.tool
-        steps, items = self._take_pending(run, [], [])
+        event = {
+            "step": step.name,
+            "tool_id": tool["tool_id"],
+            "success": result is not None,
+            "latency_ms": result.latency_ms if result else 0,
+        }
+        steps, items = self._take_pending(run, [], [("tool.call", event)])
         with transaction.atomic():
-            if steps or items:
+            # The trace's sequence row first, the runs' rows after: one lock order.
+            append_events(run.trace_id, run.id, items)
+            if steps or len(items) > 1:  # the engine buffered changes of the run too
                 self._write_run(run)
                 self._write_steps(run, steps)
-                append_events(run.trace_id, run.id, items)
+            else:
+                self._touch(run)
             # One statement: a replay after a crash may write the same key again.
             ToolCall.objects.bulk_create(
                 [
@@ -473,22 +520,8 @@ class OrmRunStore:
                 unique_fields=["idempotency_key"],
                 update_fields=["output_result", "success", "error_message", "latency_ms"],
             )
+            # After the trace's sequence row, as in _record_call.
             _add_counters(run, cost=Decimal(0), tokens=0, tool_calls=1)
-            append_events(
-                run.trace_id,
-                run.id,
-                [
-                    (
-                        "tool.call",
-                        {
-                            "step": step.name,
-                            "tool_id": tool["tool_id"],
-                            "success": result is not None,
-                            "latency_ms": result.latency_ms if result else 0,
-                        },
-                    )
-                ],
-            )
 
     # -- memory and artifacts --------------------------------------------------------------
 
@@ -595,6 +628,43 @@ class OrmRunStore:
                     entity = None
             version = versions.get(entity.pk) if entity is not None else None
             cache[(workspace_id, ref)] = (entity, version) if version is not None else None
+
+
+class _Heartbeat:
+    """Renews a run's lease while a worker is busy with it (a slow model call must not let the
+    sweeper hand the run to a second worker), every third of the lease."""
+
+    _beats: dict[str, threading.Event] = {}
+    _lock = threading.Lock()
+
+    @classmethod
+    def start(cls, run: RunView, owner: str) -> None:
+        stop = threading.Event()
+        with cls._lock:
+            cls._beats[run.id] = stop
+        interval = max(lease_seconds() / 3, 0.5)
+
+        def beat() -> None:
+            from django.db import connections
+
+            try:
+                while not stop.wait(interval):
+                    Run.objects.filter(pk=run.id, lease_owner=owner).update(
+                        lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds())
+                    )
+            except Exception:  # noqa: BLE001 - a missed beat only shortens the lease
+                return
+            finally:
+                connections.close_all()
+
+        threading.Thread(target=beat, name=f"lease-{run.id[:8]}", daemon=True).start()
+
+    @classmethod
+    def stop(cls, run: RunView) -> None:
+        with cls._lock:
+            stop = cls._beats.pop(run.id, None)
+        if stop is not None:
+            stop.set()
 
 
 MEMORY_RECENT_N = 10

@@ -7,8 +7,10 @@ with an error code from the seed's families, and every row written so far stays.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import jsonschema
@@ -135,6 +137,9 @@ class RunStore(Protocol):
 
     def release(self, run: RunView) -> None: ...
 
+    def cancel_requested(self, run: RunView) -> bool:
+        """Whether someone asked the run to stop since it was loaded."""
+
     def schedule(
         self, run: RunView, delay_s: float, *, steps: list[StepRecord], events: Events
     ) -> None:
@@ -179,6 +184,10 @@ class RunStore(Protocol):
         """`child_definition` for several references at once."""
 
 
+class LeaseLost(Exception):
+    """Another worker holds the run now (this one was too slow): stop without writing."""
+
+
 class StepFailed(Exception):
     def __init__(self, code: str, message: str, *, retryable: bool = False):
         super().__init__(message)
@@ -195,6 +204,7 @@ class Engine:
     enqueue_later: Callable[[str, float], None] = lambda run_id, delay_s: None
     max_steps_per_advance: int = 200
     hard_cap: int = 25  # passes of a loop, whatever max_iterations says
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     def advance(self, run_id: str) -> None:
         """Do the run's next pieces of work until it waits, pauses or ends."""
@@ -203,9 +213,12 @@ class Engine:
             return
         try:
             self._drive(run)
+        except LeaseLost:
+            return  # the run is another worker's now; it carries on from what was recorded
         except Exception as exc:  # a bug must not leave the run RUNNING forever
             if run.status not in TERMINAL:
-                self._fail(run, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}", Events(), [])
+                with contextlib.suppress(LeaseLost):
+                    self._fail(run, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}", Events(), [])
             raise
         finally:
             self.store.release(run)
@@ -216,7 +229,7 @@ class Engine:
         if run.status in TERMINAL:
             return
         if run.cancel_requested:
-            self._finish(run, "CANCELLED", "CANCELLED", "the run was cancelled", Events(), [])
+            self._cancel(run)
             return
         if run.status == "PENDING" and not self._start(run):
             return
@@ -230,6 +243,9 @@ class Engine:
                 if self._complete(run):
                     continue  # another pass of the plan
                 return
+            if self.store.cancel_requested(run):
+                self._cancel(run)  # the step in flight finished; no new one starts
+                return
             first = run.plan[group[0]]
             if first["type"] == plans.CHILD:
                 if not self._start_children(run, group):
@@ -241,8 +257,27 @@ class Engine:
         self.store.save(run, steps=[], events=Events())
         self.enqueue(run.id)  # a long plan yields the worker, then goes on
 
+    def _cancel(self, run: RunView) -> None:
+        """End the run CANCELLED; steps waiting on children end CANCELLED with it."""
+        steps = []
+        if run.status == "WAITING" and run.plan:
+            for position in plans.group_at(run.plan, run.cursor):
+                step = run.plan[position]
+                steps.append(
+                    StepRecord(
+                        step["key"],
+                        position,
+                        step["name"],
+                        step["type"],
+                        "CANCELLED",
+                        run.iteration,
+                    )
+                )
+        self._finish(run, "CANCELLED", "CANCELLED", "the run was cancelled", Events(), steps)
+
     def _start(self, run: RunView) -> bool:
         events = Events()
+        run.began_at = self.clock()
         if run.entity_status != "ACTIVE":
             self._fail(
                 run,
@@ -395,6 +430,7 @@ class Engine:
                     "WAITING",
                     run.iteration,
                     input=child_input,
+                    started_at=self.clock(),
                 )
             )
             requests.append(
@@ -513,6 +549,7 @@ class Engine:
             "RUNNING",
             run.iteration,
             attempt=run.attempt,
+            started_at=self.clock(),
         )
         events = Events()
         events.add("step.started", step=step["name"], type=step["type"])

@@ -1,0 +1,850 @@
+"""The engine's RunStore in plain dicts: the engine's own fast tests, no database.
+
+It keeps the ORM store's (`runs/store.py`) semantics, so one contract suite
+(`tests/engine/test_store_contract.py`) runs against both: `load` answers None for a run that
+is finished, asleep, leased by another owner or due later, and says `resumed` when a lease
+was left behind; every write takes the records the engine buffered on the run first; a
+finishing child answers its parent's id when it was the last unfinished child of the
+parent's step; only the lease holder writes (`LeaseLost` otherwise); model and tool calls
+are kept by key and counted for the run and every ancestor; events get the trace's next
+numbers. Time (the engine's kind of clock: an aware datetime) and ids are injected; one lock
+makes it safe to share between threads. JSON values are copied through JSON, as a database column
+would, so the engine never shares a mutable object with the store (pinned definitions
+excepted: they are never changed, as in the ORM store's process-wide cache).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from runs.engine.context import InMemoryArtifactStore
+from runs.engine.core import (
+    TERMINAL,
+    ChildOutcome,
+    ChildRequest,
+    Events,
+    LeaseLost,
+    RunView,
+    StepRecord,
+)
+from runs.engine.ports import ModelReply, ModelRequest, ToolInvocation, ToolResult
+
+ACTIVE = ("PENDING", "RUNNING", "WAITING", "PAUSED")  # what a cancellation stops
+ASLEEP = ("PAUSED", "BLOCKED")  # nothing advances these until a human acts
+STEP_DONE = ("COMPLETED", "FAILED", "SKIPPED", "CANCELLED")
+MEMORY_RECENT_N = 10
+MESSAGE_LIMIT = 10_000
+_MICRO = Decimal("0.000001")  # the ORM's cost columns keep six decimal places
+
+Now = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class StoredEntity:
+    ref: str
+    definition: dict[str, Any]
+    status: str
+    workspace_id: int
+
+    @property
+    def name(self) -> str:
+        return str(self.definition["identity"]["name"])
+
+    @property
+    def type(self) -> str:
+        return str(self.definition["metadata"]["type"])
+
+
+@dataclass
+class StoredRun:
+    """A run as the ORM's Run row holds it."""
+
+    id: str
+    trace_id: str
+    workspace_id: int
+    entity_ref: str
+    definition: dict[str, Any]  # the entity's definition when the run was created (pinned)
+    input: Any
+    created_at: datetime
+    depth_limit: int
+    parent_id: str | None = None
+    parent_step_key: str = ""
+    group_index: int = 0
+    depth: int = 0
+    lineage: list[str] = field(default_factory=list)
+    status: str = "PENDING"
+    context: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
+    plan: list[dict[str, Any]] | None = None
+    cursor: int = 0
+    iteration: int = 1
+    attempt: int = 1
+    output: Any = None
+    error_code: str = ""
+    error_message: str = ""
+    created_by_id: Any = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    execution_time_ms: int | None = None
+    total_cost_usd: Decimal = Decimal(0)
+    total_tokens: int = 0
+    llm_calls: int = 0
+    tool_calls: int = 0
+    lease_owner: str = ""
+    lease_expires_at: datetime | None = None
+    wake_at: datetime | None = None
+    cancel_requested: bool = False
+
+
+@dataclass
+class StoredStep:
+    run_id: str
+    key: str
+    iteration: int
+    attempt: int
+    position: int
+    name: str
+    type: str
+    status: str
+    input: Any
+    output: Any
+    error_code: str
+    error_message: str
+    started_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    trace_id: str
+    seq: int
+    run_id: str
+    type: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StoredModelCall:
+    call_key: str
+    run_id: str
+    step: str
+    iteration: int
+    attempt: int
+    request: ModelRequest
+    reply: ModelReply
+
+
+@dataclass
+class StoredToolCall:
+    idempotency_key: str
+    run_id: str
+    tool_id: str
+    tool_name: str
+    arguments: Any
+    output: Any
+    success: bool
+    error_message: str
+    latency_ms: int
+    step: str
+    iteration: int
+    attempt: int
+    sandbox: bool
+
+
+@dataclass
+class StoredMemory:
+    id: int
+    workspace_id: int
+    scope: str
+    entity_id: str | None
+    session: str | None
+    run_id: str
+    content: Any
+    created_at: datetime
+    expires_at: datetime | None
+
+
+class _World:
+    """The data every worker's view of the store shares."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.entities: dict[tuple[int, str], StoredEntity] = {}
+        self.runs: dict[str, StoredRun] = {}
+        self.steps: dict[tuple[str, str, int, int], StoredStep] = {}
+        self.events: dict[str, list[StoredEvent]] = {}
+        self.model_calls: dict[str, StoredModelCall] = {}
+        self.tool_calls: dict[str, StoredToolCall] = {}
+        self.memory: list[StoredMemory] = []
+        self.memory_ids = itertools.count(1)
+        self.artifacts: dict[int, InMemoryArtifactStore] = {}
+
+
+class InMemoryRunStore:
+    """A RunStore on dicts. `worker(owner)` is another lease owner on the same data, as each
+    of the ORM store's instances is."""
+
+    def __init__(
+        self,
+        *,
+        clock: Now = utc_now,
+        owner: str = "memory-worker",
+        lease_seconds: float = 30.0,
+        workspace_id: int = 1,
+        new_id: Callable[[], str] | None = None,
+        _world: _World | None = None,
+    ):
+        self.clock = clock
+        self.owner = owner
+        self.lease_seconds = lease_seconds
+        self.workspace_id = workspace_id
+        self.new_id = new_id or (lambda: str(uuid.uuid4()))
+        self._world = _world or _World()
+
+    def worker(self, owner: str) -> InMemoryRunStore:
+        """The same data under another lease owner."""
+        return InMemoryRunStore(
+            clock=self.clock,
+            owner=owner,
+            lease_seconds=self.lease_seconds,
+            workspace_id=self.workspace_id,
+            new_id=self.new_id,
+            _world=self._world,
+        )
+
+    # -- the world outside the engine -------------------------------------------------------
+
+    def add_entity(
+        self,
+        ref: str,
+        definition: dict[str, Any],
+        status: str = "ACTIVE",
+        *,
+        workspace_id: int | None = None,
+    ) -> None:
+        """Save an entity's current definition (a new version when `ref` exists: runs started
+        before keep theirs). Children are resolved by this reference or the entity's name."""
+        workspace = self.workspace_id if workspace_id is None else workspace_id
+        with self._world.lock:
+            self._world.entities[(workspace, ref)] = StoredEntity(
+                ref, copy.deepcopy(definition), status, workspace
+            )
+
+    def start(
+        self,
+        entity_ref: str,
+        input: Any,
+        *,
+        workspace_id: int | None = None,
+        created_by_id: Any = None,
+        context: dict[str, Any] | None = None,
+    ) -> str:
+        """Create a root run of the entity's current definition (as `run_start` does, with its
+        `run.created` event); answer its id. Nothing advances it: hint the engine."""
+        workspace = self.workspace_id if workspace_id is None else workspace_id
+        with self._world.lock:
+            entity = self._resolve(workspace, entity_ref)
+            if entity is None:
+                raise KeyError(f"no entity {entity_ref!r} in workspace {workspace}")
+            definition = entity.definition
+            run_id = self.new_id()
+            self._world.runs[run_id] = StoredRun(
+                id=run_id,
+                trace_id=run_id,
+                workspace_id=workspace,
+                entity_ref=entity.ref,
+                definition=definition,
+                input=_json(input),
+                created_at=self.clock(),
+                depth_limit=definition["governance"]["execution_limits"]["max_recursion_depth"],
+                created_by_id=created_by_id,
+                context=_json(context or {}),
+            )
+            self._append_events(
+                run_id,
+                run_id,
+                [("run.created", {"run_id": run_id, "entity": entity.name, "type": entity.type})],
+            )
+            return run_id
+
+    def cancel(self, run_id: str) -> int:
+        """Ask the run and its descendants to stop (as `run_cancel` does); answer how many
+        active runs were asked. Hinting the idle ones is the caller's job."""
+        with self._world.lock:
+            found, frontier = [run_id], [run_id]
+            while frontier:
+                frontier = [r.id for r in self._world.runs.values() if r.parent_id in frontier]
+                found.extend(frontier)
+            count = 0
+            for rid in found:
+                row = self._world.runs.get(rid)
+                if row is not None and row.status in ACTIVE:
+                    row.cancel_requested = True
+                    count += 1
+            return count
+
+    # -- read-only views for tests ----------------------------------------------------------
+
+    def run(self, run_id: str) -> StoredRun:
+        with self._world.lock:
+            return copy.deepcopy(self._world.runs[run_id])
+
+    def events(self, trace_id: str) -> list[StoredEvent]:
+        with self._world.lock:
+            return copy.deepcopy(self._world.events.get(trace_id, []))
+
+    def steps(self, run_id: str) -> list[StoredStep]:
+        with self._world.lock:
+            return [copy.deepcopy(s) for s in self._world.steps.values() if s.run_id == run_id]
+
+    def children_of(self, run_id: str) -> list[StoredRun]:
+        with self._world.lock:
+            return [copy.deepcopy(r) for r in self._world.runs.values() if r.parent_id == run_id]
+
+    @property
+    def model_calls(self) -> list[StoredModelCall]:
+        with self._world.lock:
+            return list(self._world.model_calls.values())
+
+    @property
+    def tool_calls(self) -> list[StoredToolCall]:
+        with self._world.lock:
+            return copy.deepcopy(list(self._world.tool_calls.values()))
+
+    # -- lease ------------------------------------------------------------------------------
+
+    def load(self, run_id: str) -> RunView | None:
+        """Claim the run's lease and read it; None when it is finished, asleep, due later or
+        leased by someone else."""
+        with self._world.lock:
+            now = self.clock()
+            row = self._world.runs.get(run_id)
+            if row is None or row.status in TERMINAL:
+                return None
+            if row.status in ASLEEP and not row.cancel_requested:
+                return None  # a paused or blocked run moves only on a decision or a cancel
+            leased = row.lease_expires_at is not None and row.lease_expires_at > now
+            if leased and row.lease_owner != self.owner:
+                return None
+            if row.wake_at is not None and row.wake_at > now:
+                return None
+            # A lease left behind means the last worker died mid-advance: look for calls it
+            # recorded before paying for them again.
+            resumed = bool(row.lease_owner)
+            row.lease_owner = self.owner
+            row.lease_expires_at = now + self._lease
+            row.wake_at = None
+            entity = self._world.entities[(row.workspace_id, row.entity_ref)]
+            return RunView(
+                id=row.id,
+                trace_id=row.trace_id,
+                workspace_id=row.workspace_id,
+                definition=row.definition,
+                status=row.status,
+                input=_json(row.input),
+                state=_json(row.state),
+                plan=_json(row.plan),
+                cursor=row.cursor,
+                iteration=row.iteration,
+                attempt=row.attempt,
+                depth=row.depth,
+                depth_limit=row.depth_limit,
+                parent_id=row.parent_id,
+                entity_status=entity.status,
+                output=_json(row.output),
+                error_code=row.error_code,
+                error_message=row.error_message,
+                cancel_requested=row.cancel_requested,
+                lineage=list(row.lineage),
+                parent_step_key=row.parent_step_key,
+                began_at=row.started_at if row.started_at is not None else row.created_at,
+                started=row.started_at is not None,
+                resumed=resumed,
+                created_by_id=row.created_by_id,
+                entity_id=row.entity_ref,
+            )
+
+    def cancel_requested(self, run: RunView) -> bool:
+        """Whether someone asked the run to stop since it was loaded."""
+        if not run.cancel_requested:
+            with self._world.lock:
+                run.cancel_requested = self._world.runs[run.id].cancel_requested
+        return run.cancel_requested
+
+    def release(self, run: RunView) -> None:
+        if run.status in TERMINAL or run.released:
+            return  # finish, spawn or schedule already let go of the lease
+        with self._world.lock:
+            row = self._world.runs[run.id]
+            if row.lease_owner == self.owner:
+                row.lease_owner, row.lease_expires_at = "", None
+
+    # -- progress ---------------------------------------------------------------------------
+
+    def save(self, run: RunView, *, steps: list[StepRecord], events: Events) -> None:
+        steps, items = take_pending(run, steps, events.items)
+        with self._world.lock:
+            self._write_run(run)
+            self._write_steps(run, steps)
+            self._append_events(run.trace_id, run.id, items)
+
+    def schedule(
+        self, run: RunView, delay_s: float, *, steps: list[StepRecord], events: Events
+    ) -> None:
+        steps, items = take_pending(run, steps, events.items)
+        with self._world.lock:
+            self._write_run(
+                run,
+                wake_at=self.clock() + timedelta(seconds=delay_s),
+                lease_owner="",
+                lease_expires_at=None,
+            )
+            run.released = True
+            self._write_steps(run, steps)
+            self._append_events(run.trace_id, run.id, items)
+
+    def spawn(
+        self, run: RunView, *, children: list[ChildRequest], steps: list[StepRecord], events: Events
+    ) -> list[str]:
+        with self._world.lock:
+            now = self.clock()
+            rows = []
+            for request in children:
+                entity = self._resolve(run.workspace_id, request.entity_ref)
+                if entity is None:
+                    raise KeyError(f"no entity {request.entity_ref!r} to start")
+                row = StoredRun(
+                    id=self.new_id(),
+                    trace_id=run.trace_id,
+                    workspace_id=run.workspace_id,
+                    entity_ref=entity.ref,
+                    definition=entity.definition,
+                    input=_json(request.input),
+                    created_at=now,
+                    depth_limit=run.depth_limit,
+                    parent_id=run.id,
+                    parent_step_key=f"{request.step_key}#{run.iteration}",
+                    group_index=request.group_index,
+                    depth=run.depth + 1,
+                    lineage=[*run.lineage, run.id],
+                    created_by_id=run.created_by_id,
+                )
+                rows.append(row)
+                events.add(
+                    "run.created",
+                    run_id=row.id,
+                    parent_id=run.id,
+                    entity=entity.name,
+                    type=entity.type,
+                )
+            steps, items = take_pending(run, steps, events.items)
+            for row in rows:
+                self._world.runs[row.id] = row
+            # The run waits now: let go of the lease in the same write.
+            self._write_run(run, lease_owner="", lease_expires_at=None)
+            run.released = True
+            self._write_steps(run, steps)
+            self._append_events(run.trace_id, run.id, items)
+            return [row.id for row in rows]
+
+    def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
+        keys = {f"{key}#{run.iteration}" for key in step_keys}
+        with self._world.lock:
+            rows = sorted(
+                (
+                    r
+                    for r in self._world.runs.values()
+                    if r.parent_id == run.id and r.parent_step_key in keys
+                ),
+                key=lambda r: r.group_index,
+            )
+            if any(row.status not in TERMINAL for row in rows):
+                return None
+            return [
+                ChildOutcome(
+                    run_id=row.id,
+                    step_key=row.parent_step_key.rsplit("#", 1)[0],
+                    status=row.status,
+                    output=_json(row.output),
+                    error_code=row.error_code,
+                    error_message=row.error_message,
+                    entity_name=self._world.entities[(row.workspace_id, row.entity_ref)].name,
+                )
+                for row in rows
+            ]
+
+    def finish(self, run: RunView, *, steps: list[StepRecord], events: Events) -> str | None:
+        steps, items = take_pending(run, steps, events.items)
+        with self._world.lock:
+            now = self.clock()
+            self._write_run(
+                run,
+                completed_at=now,
+                execution_time_ms=int((now - run.began_at).total_seconds() * 1000),
+                lease_owner="",
+                lease_expires_at=None,
+            )
+            self._write_steps(run, steps)
+            self._append_events(run.trace_id, run.id, items)
+            if run.parent_id is None:
+                # SESSION memory lives as long as the trace.
+                self._world.memory = [
+                    m
+                    for m in self._world.memory
+                    if not (m.scope == "SESSION" and m.session == run.trace_id)
+                ]
+                return None
+            parent = self._world.runs[run.parent_id]
+            if parent.status != "WAITING":
+                return None
+            unfinished = any(
+                r.parent_id == run.parent_id
+                and r.parent_step_key == run.parent_step_key
+                and r.status not in TERMINAL
+                for r in self._world.runs.values()
+            )
+            return None if unfinished else run.parent_id
+
+    # -- calls ------------------------------------------------------------------------------
+
+    def recorded_reply(self, run: RunView, call_key: str) -> ModelReply | None:
+        if not run.resumed:
+            return None
+        with self._world.lock:
+            found = self._world.model_calls.get(call_key)
+            return found.reply if found is not None else None
+
+    def record_model_call(
+        self,
+        run: RunView,
+        step: StepRecord,
+        call_key: str,
+        request: ModelRequest,
+        reply: ModelReply,
+    ) -> None:
+        tokens = reply.prompt_tokens + reply.completion_tokens
+        steps, items = take_pending(run, [], [])
+        with self._world.lock:
+            self._hold(run)
+            if call_key in self._world.model_calls:  # nothing is written, as in one commit
+                raise LeaseLost(f"run {run.id}: another worker recorded {call_key}")
+            if steps or items:
+                self._write_run(run)
+                self._write_steps(run, steps)
+                self._append_events(run.trace_id, run.id, items)
+            else:
+                self._touch(run)
+            # Kept as a replay will read it back: decoded JSON, six decimal places, no raw.
+            kept = replace(
+                reply,
+                cost_usd=reply.cost_usd.quantize(_MICRO),
+                parsed=_json(reply.parsed),
+                tool_arguments=_json(reply.tool_arguments),
+                raw={},
+            )
+            self._world.model_calls[call_key] = StoredModelCall(
+                call_key, run.id, step.key, step.iteration, step.attempt, request, kept
+            )
+            self._add_counters(run, cost=reply.cost_usd, tokens=tokens, llm_calls=1)
+            self._append_events(
+                run.trace_id,
+                run.id,
+                [
+                    (
+                        "llm.call",
+                        {
+                            "step": step.name,
+                            "model": reply.model,
+                            "tokens": tokens,
+                            "cost_usd": str(reply.cost_usd),
+                            "latency_ms": reply.latency_ms,
+                        },
+                    )
+                ],
+            )
+
+    def recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None:
+        if not run.resumed:
+            return None
+        with self._world.lock:
+            found = self._world.tool_calls.get(key)
+            if found is None or not found.success:
+                return None
+            return ToolResult(
+                output=_json(found.output), latency_ms=found.latency_ms, replayed=True
+            )
+
+    def record_tool_call(
+        self,
+        run: RunView,
+        step: StepRecord,
+        invocation: ToolInvocation,
+        result: ToolResult | None,
+        error: str = "",
+    ) -> None:
+        tool = invocation.tool
+        steps, items = take_pending(run, [], [])
+        with self._world.lock:
+            if steps or items:
+                self._write_run(run)
+                self._write_steps(run, steps)
+                self._append_events(run.trace_id, run.id, items)
+            else:
+                self._touch(run)
+            output = _json(result.output) if result else None
+            latency_ms = result.latency_ms if result else 0
+            found = self._world.tool_calls.get(invocation.idempotency_key)
+            if found is not None:  # a replay after a crash writes the same key again
+                found.output, found.success = output, result is not None
+                found.error_message, found.latency_ms = error[:MESSAGE_LIMIT], latency_ms
+            else:
+                self._world.tool_calls[invocation.idempotency_key] = StoredToolCall(
+                    idempotency_key=invocation.idempotency_key,
+                    run_id=run.id,
+                    tool_id=tool["tool_id"],
+                    tool_name=tool.get("name", tool["tool_id"]),
+                    arguments=_json(invocation.arguments),
+                    output=output,
+                    success=result is not None,
+                    error_message=error[:MESSAGE_LIMIT],
+                    latency_ms=latency_ms,
+                    step=step.key,
+                    iteration=step.iteration,
+                    attempt=step.attempt,
+                    sandbox=invocation.sandbox,
+                )
+            self._add_counters(run, cost=Decimal(0), tokens=0, tool_calls=1)
+            self._append_events(
+                run.trace_id,
+                run.id,
+                [
+                    (
+                        "tool.call",
+                        {
+                            "step": step.name,
+                            "tool_id": tool["tool_id"],
+                            "success": result is not None,
+                            "latency_ms": latency_ms,
+                        },
+                    )
+                ],
+            )
+
+    # -- memory and artifacts ---------------------------------------------------------------
+
+    def memory_read(self, run: RunView) -> list[Any]:
+        """What the entity remembers, oldest first (FULL or RECENT_N)."""
+        config = run.definition["capabilities"]["memory"]
+        if not config.get("enabled"):
+            return []
+        with self._world.lock:
+            now = self.clock()
+            items = [
+                m
+                for m in self._memory_items(run, config)
+                if m.expires_at is None or m.expires_at > now
+            ]
+            if config.get("access_pattern") == "RECENT_N":
+                items = items[:MEMORY_RECENT_N]
+            return [_json(m.content) for m in reversed(items)]
+
+    def memory_write(self, run: RunView, content: Any) -> None:
+        """Remember one item; the retention policy's max_items and ttl_seconds apply."""
+        config = run.definition["capabilities"]["memory"]
+        if not config.get("enabled"):
+            return
+        retention = config.get("retention_policy") or {}
+        ttl = retention.get("ttl_seconds")
+        scope = config.get("scope", "SESSION")
+        with self._world.lock:
+            now = self.clock()
+            self._world.memory.append(
+                StoredMemory(
+                    id=next(self._world.memory_ids),
+                    workspace_id=run.workspace_id,
+                    scope=scope,
+                    entity_id=run.entity_id if scope != "GLOBAL" else None,
+                    session=run.trace_id if scope == "SESSION" else None,
+                    run_id=run.id,
+                    content=_json(content),
+                    created_at=now,
+                    expires_at=now + timedelta(seconds=ttl) if ttl else None,
+                )
+            )
+            limit = retention.get("max_items")
+            if limit:
+                dropped = {m.id for m in self._memory_items(run, config)[limit:]}
+                self._world.memory = [m for m in self._world.memory if m.id not in dropped]
+
+    def artifacts(self, run: RunView) -> InMemoryArtifactStore:
+        with self._world.lock:
+            return self._world.artifacts.setdefault(run.workspace_id, InMemoryArtifactStore())
+
+    def child_definition(self, run: RunView, entity_ref: str) -> dict[str, Any] | None:
+        with self._world.lock:
+            found = self._resolve(run.workspace_id, entity_ref)
+            return found.definition if found is not None else None
+
+    def children_definitions(self, run: RunView, refs: list[str]) -> dict[str, dict[str, Any]]:
+        found = {}
+        for ref in refs:
+            definition = self.child_definition(run, ref)
+            if definition is not None:
+                found[ref] = definition
+        return found
+
+    # -- inside -----------------------------------------------------------------------------
+
+    def _resolve(self, workspace_id: int, ref: str) -> StoredEntity | None:
+        """An entity by its reference, else by its name."""
+        found = self._world.entities.get((workspace_id, ref))
+        if found is not None:
+            return found
+        for entity in self._world.entities.values():
+            if entity.workspace_id == workspace_id and entity.name == ref:
+                return entity
+        return None
+
+    @property
+    def _lease(self) -> timedelta:
+        return timedelta(seconds=self.lease_seconds)
+
+    def _write_run(self, run: RunView, **extra: Any) -> None:
+        """Write the run's working copy; only the lease holder may (a worker that lost the
+        lease stops here)."""
+        now = self.clock()
+        row = self._hold(run)
+        row.status = run.status
+        row.state = _json(run.state)
+        row.plan = _json(run.plan)
+        row.cursor = run.cursor
+        row.iteration = run.iteration
+        row.attempt = run.attempt
+        row.output = _json(run.output)
+        row.error_code = run.error_code
+        row.error_message = run.error_message[:MESSAGE_LIMIT]
+        row.lease_expires_at = now + self._lease
+        for name, value in extra.items():
+            setattr(row, name, value)
+        if run.status != "PENDING" and not run.started:
+            row.started_at = run.began_at or now
+            run.started, run.began_at = True, run.began_at or now
+
+    def _touch(self, run: RunView) -> None:
+        """Renew the lease, or learn that it is lost."""
+        row = self._hold(run)
+        row.lease_expires_at = self.clock() + self._lease
+
+    def _hold(self, run: RunView) -> StoredRun:
+        """The run's row, when this worker holds its lease."""
+        row = self._world.runs[run.id]
+        if row.lease_owner != self.owner:
+            raise LeaseLost(f"run {run.id} is held by another worker")
+        return row
+
+    def _write_steps(self, run: RunView, steps: list[StepRecord]) -> None:
+        now = self.clock()
+        for step in steps:
+            key = (run.id, step.key, step.iteration, step.attempt)
+            finished_at = now if step.status in STEP_DONE else None
+            found = self._world.steps.get(key)
+            if found is None:
+                self._world.steps[key] = StoredStep(
+                    run_id=run.id,
+                    key=step.key,
+                    iteration=step.iteration,
+                    attempt=step.attempt,
+                    position=step.position,
+                    name=step.name[:200],
+                    type=step.type,
+                    status=step.status,
+                    input=_json(step.input),
+                    output=_json(step.output),
+                    error_code=step.error_code,
+                    error_message=step.error_message[:MESSAGE_LIMIT],
+                    started_at=step.started_at or now,
+                    finished_at=finished_at,
+                )
+                continue
+            # As the ORM's upsert: everything but the start time.
+            found.position, found.name, found.type = step.position, step.name[:200], step.type
+            found.status, found.input, found.output = (
+                step.status,
+                _json(step.input),
+                _json(step.output),
+            )
+            found.error_code = step.error_code
+            found.error_message = step.error_message[:MESSAGE_LIMIT]
+            found.finished_at = finished_at
+
+    def _append_events(
+        self, trace_id: str, run_id: str, items: list[tuple[str, dict[str, Any]]]
+    ) -> None:
+        trace = self._world.events.setdefault(trace_id, [])
+        for kind, payload in items:
+            seq = len(trace) + 1
+            trace.append(StoredEvent(trace_id, seq, run_id, kind, _json(payload)))
+
+    def _add_counters(
+        self,
+        run: RunView,
+        *,
+        cost: Decimal,
+        tokens: int,
+        llm_calls: int = 0,
+        tool_calls: int = 0,
+    ) -> None:
+        """A call counts for the run and every ancestor."""
+        for rid in [run.id, *run.lineage]:
+            row = self._world.runs.get(rid)
+            if row is None:
+                continue
+            row.total_cost_usd = (row.total_cost_usd + cost).quantize(_MICRO)
+            row.total_tokens += tokens
+            row.llm_calls += llm_calls
+            row.tool_calls += tool_calls
+
+    def _memory_items(self, run: RunView, config: dict[str, Any]) -> list[StoredMemory]:
+        """The items of the run's memory scope, newest first."""
+        scope = config.get("scope", "SESSION")
+        items = [
+            m
+            for m in self._world.memory
+            if m.workspace_id == run.workspace_id
+            and m.scope == scope
+            and (scope != "SESSION" or m.session == run.trace_id)
+            and (scope != "ENTITY" or m.entity_id == run.entity_id)
+        ]
+        return sorted(items, key=lambda m: (m.created_at, m.id), reverse=True)
+
+
+def take_pending(
+    run: RunView, steps: list[StepRecord], events: list[tuple[str, dict[str, Any]]]
+) -> tuple[list[StepRecord], list[tuple[str, dict[str, Any]]]]:
+    """The records the engine buffered for this write, then the new ones (a later record of
+    the same step and attempt replaces an earlier one in its place)."""
+    merged_steps = {(s.key, s.iteration, s.attempt): s for s in [*run.pending_steps, *steps]}
+    merged_events = [*run.pending_events.items, *events]
+    run.pending_steps.clear()
+    run.pending_events.items.clear()
+    return list(merged_steps.values()), merged_events
+
+
+def _json(value: Any) -> Any:
+    """The value as a JSON column gives it back."""
+    if value is None:
+        return None
+    return json.loads(json.dumps(value, allow_nan=False))
