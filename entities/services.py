@@ -554,6 +554,17 @@ def entity_delete_problems(entities: list[Entity]) -> list[Problem]:
                 link.child.name,
             )
         )
+    for entity in entities:
+        count = entity.runs.count() if hasattr(entity, "runs") else 0
+        if count:
+            problems.append(
+                Problem(
+                    "",
+                    f"{entity.name} has {count} run{'s' if count != 1 else ''}; archive it "
+                    "instead (status ARCHIVED), which keeps its runs and their versions",
+                    entity.name,
+                )
+            )
     steps = PlanStep.objects.filter(target_entity__in=doomed).exclude(entity__in=doomed)
     for step in steps.select_related("entity", "target_entity"):
         problems.append(

@@ -50,6 +50,8 @@ class Run(models.Model):
     # Which step of the parent started this run, and its place in a parallel group.
     parent_step_key = models.CharField(max_length=150, blank=True)
     group_index = models.PositiveIntegerField(default=0)
+    # The children started together (a parallel group): the last of them to end wakes the parent.
+    spawn_group = models.CharField(max_length=200, blank=True)
     depth = models.PositiveIntegerField(default=0)
     depth_limit = models.PositiveIntegerField(default=5)  # the root's max_recursion_depth
     lineage = models.JSONField(default=list, blank=True)  # ancestor ids, root first

@@ -74,17 +74,27 @@ def run_advance(run_id: str) -> None:
 
 def run_cancel(*, run: Run, user: Any = None) -> int:
     """Cancel the run and its descendants: the step in flight finishes and is recorded, no
-    new step starts. Answers how many runs were asked to stop."""
+    new step starts, a paused or blocked run ends too. Answers how many runs were asked."""
+    cancellable = [*ACTIVE, RunStatus.BLOCKED]
+    asked: set = set()
     with transaction.atomic():
-        ids = _subtree(run)
-        runs = Run.objects.filter(pk__in=ids, status__in=ACTIVE)
-        count = runs.update(cancel_requested=True)
-        now = timezone.now()
-        # Runs no worker holds are ended at once; a leased one ends when its step returns.
-        idle = Run.objects.filter(pk__in=ids, status__in=ACTIVE).exclude(lease_expires_at__gt=now)
-        for row in idle.only("pk"):
-            enqueue(str(row.pk))
-    return count
+        # The run's row first: a spawn under way finishes before the subtree is read, and a
+        # spawn after this sees the flag (runs/store.py spawn).
+        Run.objects.select_for_update().filter(pk=run.pk).update(cancel_requested=True)
+    for _ in range(5):  # children started meanwhile are found on the next pass
+        ids = set(_subtree(run)) - asked
+        if not ids:
+            break
+        Run.objects.filter(pk__in=ids, status__in=cancellable).update(cancel_requested=True)
+        asked |= ids
+    now = timezone.now()
+    # Runs no worker holds are ended at once; a leased one ends when its step returns.
+    idle = Run.objects.filter(pk__in=asked, status__in=cancellable).exclude(
+        lease_expires_at__gt=now
+    )
+    for row in idle.only("pk"):
+        enqueue(str(row.pk))
+    return Run.objects.filter(pk__in=asked, cancel_requested=True).count()
 
 
 def _subtree(run: Run) -> list:

@@ -88,6 +88,7 @@ class OrmRunStore:
     # -- lease ---------------------------------------------------------------------------------
 
     def load(self, run_id: str) -> RunView | None:
+        self.__dict__.pop("_children", None)  # child resolutions hold for one advance only
         now = timezone.now()
         with transaction.atomic():
             row = (
@@ -133,6 +134,7 @@ class OrmRunStore:
             cancel_requested=row.cancel_requested,
             lineage=list(row.lineage),
             parent_step_key=row.parent_step_key,
+            spawn_group=row.spawn_group,
             began_at=row.started_at or row.created_at,
             started=row.started_at is not None,
             # A lease left behind means the last worker died mid-advance: look for calls it
@@ -269,6 +271,7 @@ class OrmRunStore:
         self, run: RunView, *, children: list[ChildRequest], steps: list[StepRecord], events: Events
     ) -> list[str]:
         self._resolve_many(run.workspace_id, [request.entity_ref for request in children])
+        group = f"{children[0].step_key}#{run.iteration}#{run.attempt}"
         rows = []
         for request in children:
             entity, version = self._resolved(run.workspace_id, request.entity_ref)
@@ -282,6 +285,7 @@ class OrmRunStore:
                     trace_id=run.trace_id,
                     parent_step_key=f"{request.step_key}#{run.iteration}",
                     group_index=request.group_index,
+                    spawn_group=group,
                     depth=run.depth + 1,
                     depth_limit=run.depth_limit,
                     lineage=[*run.lineage, run.id],
@@ -300,6 +304,15 @@ class OrmRunStore:
         with transaction.atomic():
             # The trace's sequence row first, the runs' rows after: one lock order.
             append_events(run.trace_id, run.id, items)
+            # Under the run's row lock: a cancel that came first reaches the new children;
+            # one that comes later finds them (run_cancel locks this row before it looks).
+            cancelled = (
+                Run.objects.select_for_update()
+                .values_list("cancel_requested", flat=True)
+                .get(pk=run.id)
+            )
+            for row in rows:
+                row.cancel_requested = cancelled
             Run.objects.bulk_create(rows)
             # The run waits now: let go of the lease in the same write.
             self._write_run(run, lease_owner="", lease_expires_at=None)
@@ -362,7 +375,7 @@ class OrmRunStore:
             if parent.status != RunStatus.WAITING:
                 return None
             unfinished = (
-                Run.objects.filter(parent_id=run.parent_id, parent_step_key=run.parent_step_key)
+                Run.objects.filter(parent_id=run.parent_id, spawn_group=run.spawn_group)
                 .exclude(status__in=TERMINAL)
                 .exists()
             )
@@ -726,6 +739,7 @@ _VIEW_FIELDS = (
     "cancel_requested",
     "lineage",
     "parent_step_key",
+    "spawn_group",
     "started_at",
     "created_at",
     "created_by_id",

@@ -18,7 +18,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from runs.executors import enqueue
-from runs.models import ACTIVE, Run, RunStatus
+from runs.models import ACTIVE, TERMINAL, Run, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +31,15 @@ def sweep(limit: int = 500) -> int:
     now = timezone.now()
     unleased = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
     due = Q(wake_at__isnull=True) | Q(wake_at__lte=now)
-    active_children = Run.objects.filter(parent=OuterRef("pk"), status__in=ACTIVE)
+    # A BLOCKED child is unfinished too: its parent has nothing to do until it moves.
+    active_children = Run.objects.filter(parent=OuterRef("pk")).exclude(status__in=TERMINAL)
     stuck = (
         Run.objects.filter(unleased, due)
         .filter(
             Q(status=RunStatus.RUNNING)
             | Q(status=RunStatus.PENDING, created_at__lte=now - PENDING_GRACE)
             | Q(status=RunStatus.WAITING) & ~Q(Exists(active_children))
-            | Q(status__in=ACTIVE, cancel_requested=True)
+            | Q(status__in=[*ACTIVE, RunStatus.BLOCKED], cancel_requested=True)
         )
         .order_by("created_at")  # the longest forgotten first
         .values_list("pk", flat=True)[:limit]

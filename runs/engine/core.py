@@ -58,6 +58,7 @@ class RunView:
     depth_limit: int = 5
     lineage: list[str] = field(default_factory=list)  # ancestor run ids, root first
     parent_step_key: str = ""
+    spawn_group: str = ""
     began_at: Any = None
     started: bool = False
     resumed: bool = False  # the last worker died mid-advance

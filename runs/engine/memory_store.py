@@ -82,6 +82,7 @@ class StoredRun:
     depth_limit: int
     parent_id: str | None = None
     parent_step_key: str = ""
+    spawn_group: str = ""
     group_index: int = 0
     depth: int = 0
     lineage: list[str] = field(default_factory=list)
@@ -291,7 +292,7 @@ class InMemoryRunStore:
             count = 0
             for rid in found:
                 row = self._world.runs.get(rid)
-                if row is not None and row.status in ACTIVE:
+                if row is not None and row.status in (*ACTIVE, "BLOCKED"):
                     row.cancel_requested = True
                     count += 1
             return count
@@ -370,6 +371,7 @@ class InMemoryRunStore:
                 cancel_requested=row.cancel_requested,
                 lineage=list(row.lineage),
                 parent_step_key=row.parent_step_key,
+                spawn_group=row.spawn_group,
                 began_at=row.started_at if row.started_at is not None else row.created_at,
                 started=row.started_at is not None,
                 resumed=resumed,
@@ -422,6 +424,8 @@ class InMemoryRunStore:
         with self._world.lock:
             now = self.clock()
             rows = []
+            group = f"{children[0].step_key}#{run.iteration}#{run.attempt}"
+            cancelled = self._world.runs[run.id].cancel_requested
             for request in children:
                 entity = self._resolve(run.workspace_id, request.entity_ref)
                 if entity is None:
@@ -437,6 +441,8 @@ class InMemoryRunStore:
                     depth_limit=run.depth_limit,
                     parent_id=run.id,
                     parent_step_key=f"{request.step_key}#{run.iteration}",
+                    spawn_group=group,
+                    cancel_requested=cancelled,
                     group_index=request.group_index,
                     depth=run.depth + 1,
                     lineage=[*run.lineage, run.id],
@@ -512,7 +518,7 @@ class InMemoryRunStore:
                 return None
             unfinished = any(
                 r.parent_id == run.parent_id
-                and r.parent_step_key == run.parent_step_key
+                and r.spawn_group == run.spawn_group
                 and r.status not in TERMINAL
                 for r in self._world.runs.values()
             )

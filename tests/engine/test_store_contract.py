@@ -1,0 +1,780 @@
+"""One suite of engine scenarios, run against both RunStores: the in-memory one
+(`runs.engine.memory_store`, no database) and the ORM one (`runs.store`). Each store gets a
+world with the same small API; the engine, the real litellm gateway (offline model) and the
+real tool runner are the same in both. Runs are driven in the test thread: each hint the
+engine sends is queued and advanced here, each advance by a new worker (a new lease owner),
+as `runs.engine_factory` does."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import jsonschema
+import pytest
+from django.conf import settings
+from django.db.models import F
+
+from entities.definition import normalize
+from entities.models import Entity
+from runs.engine.core import Engine, Events, RunStore, RunView, StepRecord
+from runs.engine.memory_store import InMemoryRunStore
+from runs.gateway import LiteLLMGateway
+from runs.models import LLMCall, Run, RunEvent, StepRun
+from runs.services import run_cancel, run_start
+from runs.store import OrmRunStore
+from tests.factories import EntityFactory, tool_definition
+from tests.factories import definition as factory_definition
+from tools.runner import RegistryToolRunner
+
+pytestmark = pytest.mark.smoke
+
+
+# -- the worlds ------------------------------------------------------------------------------
+
+
+class WorkerDied(BaseException):
+    """The worker process was killed: not an Exception, so the engine cannot record it."""
+
+
+class _Wrapped:
+    def __init__(self, store: RunStore, world: World):
+        self._store, self._world = store, world
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+class _DiesInFinish(_Wrapped):
+    """The worker dies as it is about to write the run's end."""
+
+    def finish(self, run: RunView, *, steps: list[StepRecord], events: Events) -> str | None:
+        raise WorkerDied(run.id)
+
+
+class _CancelledAfterModelCall(_Wrapped):
+    """Someone cancels the run while its first step is in flight."""
+
+    def record_model_call(self, run: RunView, *args: Any, **kwargs: Any) -> None:
+        self._store.record_model_call(run, *args, **kwargs)
+        self._world.cancel(run.id)
+
+
+class _CancelledAsChildrenStart(_Wrapped):
+    """Someone cancels the run after the engine's last look at the flag, before the children
+    it is starting are written."""
+
+    def spawn(self, run: RunView, **kwargs: Any) -> list[str]:
+        self._world.cancel(run.id)
+        return self._store.spawn(run, **kwargs)
+
+
+class _OvertakenBeforeRecording(_Wrapped):
+    """The worker stalls past its lease, another worker takes the run over, then the first
+    one tries to record its model call."""
+
+    def record_model_call(self, run: RunView, *args: Any, **kwargs: Any) -> None:
+        self._world.let_time_pass(self._world.lease_seconds + 1)
+        other = self._world.worker_store()
+        taken = other.load(run.id)
+        assert taken is not None
+        self._world.overtaken = (other, taken)
+        self._store.record_model_call(run, *args, **kwargs)
+
+
+class World:
+    """Entities, runs and a synchronous executor over one store; subclasses read the store."""
+
+    lease_seconds: float
+    clock: Any = None  # the engine's clock, when the store's time is not the real one
+
+    def __init__(self) -> None:
+        self.queue: list[str] = []
+        self.later: list[tuple[str, float]] = []
+        self.wrap_next: type[_Wrapped] | None = None
+        self.overtaken: tuple[RunStore, RunView] | None = None
+        self.model = LiteLLMGateway()
+        self.tools = RegistryToolRunner()
+
+    def worker_store(self) -> RunStore:
+        raise NotImplementedError
+
+    def engine(self) -> Engine:
+        store = self.worker_store()
+        if self.wrap_next is not None:
+            store, self.wrap_next = self.wrap_next(store, self), None
+        engine = Engine(
+            store=store,
+            model=self.model,
+            tools=self.tools,
+            enqueue=self.queue.append,
+            enqueue_later=lambda run_id, delay_s: self.later.append((run_id, delay_s)),
+        )
+        if self.clock is not None:
+            engine.clock = self.clock
+        return engine
+
+    def advance(self, run_id: str) -> None:
+        self.engine().advance(run_id)
+
+    def advance_all(self, limit: int = 1000) -> None:
+        for _ in range(limit):
+            if not self.queue:
+                return
+            self.advance(self.queue.pop(0))
+        raise AssertionError("the runs never settled")
+
+    def run(self, name: str, run_input: Any) -> str:
+        run_id = self.start(name, run_input)
+        self.advance_all()
+        return run_id
+
+    def event_types(self, trace_id: str) -> list[str]:
+        return [kind for _seq, _run, kind, _payload in self.events(trace_id)]
+
+    def events_of(self, run_id: str, kind: str) -> list[dict]:
+        return [
+            payload
+            for _seq, rid, k, payload in self.events(self.trace(run_id))
+            if rid == run_id and k == kind
+        ]
+
+    # What each store answers.
+    def add(self, name: str, type: str = "ACTION", **sections: Any) -> str: ...  # noqa: A002
+    def start(self, name: str, run_input: Any) -> str: ...
+    def status(self, run_id: str) -> str: ...
+    def error(self, run_id: str) -> tuple[str, str]: ...
+    def input(self, run_id: str) -> Any: ...
+    def output(self, run_id: str) -> Any: ...
+    def trace(self, run_id: str) -> str: ...
+    def trace_runs(self, trace_id: str) -> list[str]: ...
+    def entity_name(self, run_id: str) -> str: ...
+    def children(self, run_id: str) -> list[str]: ...
+    def events(self, trace_id: str) -> list[tuple[int, str, str, dict]]: ...
+    def step_statuses(self, run_id: str) -> list[tuple[str, int, str]]: ...
+    def model_call_count(self, run_id: str) -> int: ...
+    def model_calls(self, run_id: str) -> list[tuple[int, Decimal]]: ...
+    def prompts(self, run_id: str) -> list[str]: ...
+    def counters(self, run_id: str) -> tuple[Decimal, int, int]: ...
+    def cancel(self, run_id: str) -> None: ...
+    def let_time_pass(self, seconds: float) -> None: ...
+
+
+class ManualClock:
+    """Time that moves only when a test says so."""
+
+    def __init__(self) -> None:
+        self.moment = datetime(2025, 1, 1, 12, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.moment
+
+    def advance(self, seconds: float) -> None:
+        self.moment += timedelta(seconds=seconds)
+
+
+class MemoryWorld(World):
+    lease_seconds = 30.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = ManualClock()
+        self.store = InMemoryRunStore(clock=self.clock, lease_seconds=self.lease_seconds)
+        self.workers = itertools.count(1)
+
+    def worker_store(self) -> RunStore:
+        return self.store.worker(f"worker-{next(self.workers)}")
+
+    def add(self, name: str, type: str = "ACTION", **sections: Any) -> str:  # noqa: A002
+        definition, problems = normalize(factory_definition(name, type, **sections))
+        assert not problems, problems
+        self.store.add_entity(name, definition, status=definition["metadata"]["status"])
+        return name
+
+    def start(self, name: str, run_input: Any) -> str:
+        run_id = self.store.start(name, run_input)
+        self.queue.append(run_id)
+        return run_id
+
+    def status(self, run_id: str) -> str:
+        return self.store.run(run_id).status
+
+    def error(self, run_id: str) -> tuple[str, str]:
+        run = self.store.run(run_id)
+        return run.error_code, run.error_message
+
+    def input(self, run_id: str) -> Any:
+        return self.store.run(run_id).input
+
+    def output(self, run_id: str) -> Any:
+        return self.store.run(run_id).output
+
+    def trace(self, run_id: str) -> str:
+        return self.store.run(run_id).trace_id
+
+    def trace_runs(self, trace_id: str) -> list[str]:
+        found, frontier = [trace_id], [trace_id]
+        while frontier:
+            frontier = [c.id for rid in frontier for c in self.store.children_of(rid)]
+            found += frontier
+        return found
+
+    def entity_name(self, run_id: str) -> str:
+        return self.store.run(run_id).definition["identity"]["name"]
+
+    def children(self, run_id: str) -> list[str]:
+        return [child.id for child in self.store.children_of(run_id)]
+
+    def events(self, trace_id: str) -> list[tuple[int, str, str, dict]]:
+        return [(e.seq, e.run_id, e.type, e.payload) for e in self.store.events(trace_id)]
+
+    def step_statuses(self, run_id: str) -> list[tuple[str, int, str]]:
+        steps = sorted(self.store.steps(run_id), key=lambda s: (s.iteration, s.position, s.attempt))
+        return [(s.name, s.attempt, s.status) for s in steps]
+
+    def model_call_count(self, run_id: str) -> int:
+        return len(self._calls(run_id))
+
+    def model_calls(self, run_id: str) -> list[tuple[int, Decimal]]:
+        return [
+            (c.reply.prompt_tokens + c.reply.completion_tokens, c.reply.cost_usd)
+            for c in self._calls(run_id)
+        ]
+
+    def prompts(self, run_id: str) -> list[str]:
+        return [
+            "\n\n".join(f"[{m['role']}] {m.get('content') or ''}" for m in c.request.messages)
+            for c in self._calls(run_id)
+        ]
+
+    def _calls(self, run_id: str) -> list[Any]:
+        return [c for c in self.store.model_calls if c.run_id == run_id]
+
+    def counters(self, run_id: str) -> tuple[Decimal, int, int]:
+        run = self.store.run(run_id)
+        return run.total_cost_usd, run.total_tokens, run.llm_calls
+
+    def cancel(self, run_id: str) -> None:
+        self.store.cancel(run_id)
+
+    def let_time_pass(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+
+class OrmWorld(World):
+    def __init__(self, workspace: Any) -> None:
+        super().__init__()
+        self.workspace = workspace
+        self.lease_seconds = settings.HIERARCH_ENGINE["LEASE_SECONDS"]
+
+    def worker_store(self) -> RunStore:
+        return OrmRunStore()
+
+    def add(self, name: str, type: str = "ACTION", **sections: Any) -> str:  # noqa: A002
+        EntityFactory(workspace=self.workspace, name=name, type=type, **sections)
+        return name
+
+    def start(self, name: str, run_input: Any) -> str:
+        entity = Entity.objects.get(workspace=self.workspace, name=name)
+        run_id = str(run_start(entity=entity, input_data=run_input).pk)
+        self.queue.append(run_id)
+        return run_id
+
+    def _run(self, run_id: str) -> Run:
+        return Run.objects.select_related("entity").get(pk=run_id)
+
+    def status(self, run_id: str) -> str:
+        return self._run(run_id).status
+
+    def error(self, run_id: str) -> tuple[str, str]:
+        run = self._run(run_id)
+        return run.error_code, run.error_message
+
+    def input(self, run_id: str) -> Any:
+        return self._run(run_id).input_data
+
+    def output(self, run_id: str) -> Any:
+        return self._run(run_id).output_data
+
+    def trace(self, run_id: str) -> str:
+        return str(self._run(run_id).trace_id)
+
+    def trace_runs(self, trace_id: str) -> list[str]:
+        return [
+            str(pk) for pk in Run.objects.filter(trace_id=trace_id).values_list("pk", flat=True)
+        ]
+
+    def entity_name(self, run_id: str) -> str:
+        return self._run(run_id).entity.name
+
+    def children(self, run_id: str) -> list[str]:
+        rows = Run.objects.filter(parent_id=run_id).order_by("created_at", "group_index")
+        return [str(pk) for pk in rows.values_list("pk", flat=True)]
+
+    def events(self, trace_id: str) -> list[tuple[int, str, str, dict]]:
+        rows = RunEvent.objects.filter(trace_id=trace_id).order_by("seq")
+        return [(r.seq, str(r.run_id), r.type, r.payload) for r in rows]
+
+    def step_statuses(self, run_id: str) -> list[tuple[str, int, str]]:
+        rows = StepRun.objects.filter(run_id=run_id).order_by("iteration", "position", "attempt")
+        return [(r.name, r.attempt, r.status) for r in rows]
+
+    def model_call_count(self, run_id: str) -> int:
+        return LLMCall.objects.filter(run_id=run_id).count()
+
+    def model_calls(self, run_id: str) -> list[tuple[int, Decimal]]:
+        rows = LLMCall.objects.filter(run_id=run_id)
+        return [(r.total_tokens, r.cost_usd) for r in rows]
+
+    def prompts(self, run_id: str) -> list[str]:
+        return list(LLMCall.objects.filter(run_id=run_id).values_list("input_prompt", flat=True))
+
+    def counters(self, run_id: str) -> tuple[Decimal, int, int]:
+        run = self._run(run_id)
+        return run.total_cost_usd, run.total_tokens, run.llm_calls
+
+    def cancel(self, run_id: str) -> None:
+        run_cancel(run=self._run(run_id))
+
+    def let_time_pass(self, seconds: float) -> None:
+        # Every due time and lease expiry comes `seconds` closer.
+        delta = timedelta(seconds=seconds)
+        Run.objects.update(
+            wake_at=F("wake_at") - delta, lease_expires_at=F("lease_expires_at") - delta
+        )
+
+
+@pytest.fixture(params=["memory", pytest.param("orm", marks=pytest.mark.django_db)])
+def world(request: pytest.FixtureRequest) -> World:
+    if request.param == "memory":
+        return MemoryWorld()  # without the database: a query would fail the test
+    return OrmWorld(request.getfixturevalue("acme"))
+
+
+# -- definitions -----------------------------------------------------------------------------
+
+
+def io(inputs: dict[str, str] | None = None, **outputs: str) -> dict:
+    def schema(properties: dict[str, str]) -> dict:
+        return {
+            "type": "object",
+            "properties": {name: {"type": kind} for name, kind in properties.items()},
+            "required": list(properties),
+        }
+
+    return {"input": {"schema": schema(inputs or {})}, "output": {"schema": schema(outputs)}}
+
+
+def step(order: int, name: str, kind: str, **target: Any) -> dict:
+    return {"step_id": f"s{order}", "order": order, "name": name, "type": kind, "target": target}
+
+
+@pytest.fixture(scope="module")
+def flaky_server() -> Iterator[str]:
+    """GET /fail/N/<name> answers 503 the first N times for each name, then 200."""
+    seen: Counter[str] = Counter()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            _, _, failures, name = self.path.split("/", 3)
+            seen[name] += 1
+            code = 503 if seen[name] <= int(failures) else 200
+            body = b'{"ok": true}' if code == 200 else b'{"error": "busy"}'
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+# -- the scenarios -----------------------------------------------------------------------------
+
+
+def test_the_in_memory_store_has_every_method_of_the_protocol():
+    wanted = {name for name in vars(RunStore) if not name.startswith("_")}
+    assert wanted, "RunStore declares no methods?"
+    assert {name for name in wanted if not callable(getattr(InMemoryRunStore, name, None))} == set()
+
+
+def test_an_atomic_thought_entity_completes_with_output_valid_against_its_schema(world):
+    contract = io({"text": "string"}, summary="string")
+    world.add("summarise", io_contract=contract)
+    run = world.run("summarise", {"text": "A long text."})
+
+    assert world.status(run) == "COMPLETED", world.error(run)
+    jsonschema.validate(world.output(run), contract["output"]["schema"])
+    assert world.output(run)["summary"]
+    assert world.step_statuses(run) == [("Answer", 1, "COMPLETED")]
+    assert world.model_call_count(run) == 1
+    assert "A long text." in world.prompts(run)[0]
+
+
+def test_sequential_children_run_in_order_and_feed_each_other(world):
+    world.add("first", io_contract=io({"topic": "string"}, draft="string"))
+    world.add("second", io_contract=io({"draft": "string"}, final="string"))
+    world.add(
+        "parent",
+        "AGENT",
+        children=["first", "second"],
+        io_contract=io({"topic": "string"}, final="string"),
+    )
+    run = world.run("parent", {"topic": "hiring"})
+
+    assert world.status(run) == "COMPLETED", world.error(run)
+    first, second = world.children(run)
+    assert [world.entity_name(first), world.entity_name(second)] == ["first", "second"]
+    assert world.input(first) == {"topic": "hiring"}
+    assert world.input(second) == {"draft": world.output(first)["draft"]}
+    assert world.output(run) == {"final": world.output(second)["final"]}
+    assert world.step_statuses(run) == [("first", 1, "COMPLETED"), ("second", 1, "COMPLETED")]
+
+
+def test_parallel_children_start_together_and_are_joined_once(world):
+    world.add("left", io_contract=io(None, a="string"))
+    world.add("right", io_contract=io(None, b="string"))
+    world.add(
+        "fan_out",
+        "SKILL",
+        children=[
+            {"child_id": "left", "relationship": "PARALLEL"},
+            {"child_id": "right", "relationship": "PARALLEL"},
+        ],
+        io_contract=io(None, a="string", b="string"),
+    )
+    run = world.start("fan_out", {})
+    world.advance(world.queue.pop(0))
+    # One advance of the parent started both children, before either ran.
+    children = world.children(run)
+    assert [world.status(c) for c in children] == ["PENDING", "PENDING"]
+    assert world.status(run) == "WAITING"
+    assert world.queue == children
+    world.advance_all()
+
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert set(world.output(run)) == {"a", "b"}
+    assert world.step_statuses(run) == [("left", 1, "COMPLETED"), ("right", 1, "COMPLETED")]
+    finished = world.events_of(run, "step.finished")
+    assert [e["step"] for e in finished] == ["left", "right"]
+
+
+def test_a_conditional_child_whose_condition_is_false_is_skipped_and_recorded(world):
+    world.add("urgent", io_contract=io(None, escalated="boolean"))
+    world.add("normal", io_contract=io(None, handled="boolean"))
+    world.add(
+        "triage",
+        "SKILL",
+        children=[
+            {
+                "child_id": "urgent",
+                "relationship": "CONDITIONAL",
+                "condition": {
+                    "enabled": True,
+                    "expression": {">=": [{"var": "input.priority"}, 8]},
+                },
+            },
+            {"child_id": "normal"},
+        ],
+        io_contract={
+            "input": {
+                "schema": {"type": "object", "properties": {"priority": {"type": "integer"}}}
+            },
+            "output": {
+                "schema": {"type": "object", "properties": {"handled": {"type": "boolean"}}}
+            },
+        },
+    )
+    calm = world.run("triage", {"priority": 3})
+
+    assert world.status(calm) == "COMPLETED", world.error(calm)
+    assert [world.entity_name(c) for c in world.children(calm)] == ["normal"]
+    assert world.step_statuses(calm) == [("urgent", 1, "SKIPPED"), ("normal", 1, "COMPLETED")]
+    assert world.events_of(calm, "step.skipped") == [
+        {"step": "urgent", "reason": "condition is false"}
+    ]
+
+    urgent = world.run("triage", {"priority": 9})
+    assert world.status(urgent) == "COMPLETED", world.error(urgent)
+    assert [world.entity_name(c) for c in world.children(urgent)] == ["urgent", "normal"]
+
+
+def test_an_exit_condition_ends_the_plan_early(world):
+    world.add("one", io_contract=io(None, score="integer"))
+    world.add("two", io_contract=io(None, done="boolean"))
+    steps = [
+        step(1, "Score", "CHILD_ENTITY_INVOCATION", entity_id="one"),
+        step(2, "Finish", "CHILD_ENTITY_INVOCATION", entity_id="two"),
+    ]
+    steps[0]["exit_conditions"] = [{"condition": {">=": [{"var": "score"}, 0]}, "next_step": "END"}]
+    world.add(
+        "early",
+        "SKILL",
+        children=["one", "two"],
+        planning={"static_plan": {"enabled": True, "steps": steps}},
+        io_contract={
+            "output": {"schema": {"type": "object", "properties": {"score": {"type": "integer"}}}}
+        },
+    )
+    run = world.run("early", {})
+
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert [world.entity_name(c) for c in world.children(run)] == ["one"]
+    assert world.events_of(run, "step.exit") == [{"step": "Score", "to": "END"}]
+    assert world.step_statuses(run) == [("Score", 1, "COMPLETED")]
+
+
+def test_input_that_breaks_the_schema_fails_the_run_with_invalid_input(world):
+    world.add("strict", io_contract=io({"email": "string"}, ok="boolean"))
+    run = world.run("strict", {"email": 42})
+
+    assert world.status(run) == "FAILED"
+    code, message = world.error(run)
+    assert code == "INVALID_INPUT" and "email" in message
+    assert world.step_statuses(run) == []
+    assert world.model_call_count(run) == 0
+    assert world.events_of(run, "run.status")[-1]["status"] == "FAILED"
+
+
+def test_an_entity_that_is_not_active_does_not_run(world):
+    world.add("draft_one", metadata={"type": "ACTION", "status": "DRAFT"})
+    run = world.run("draft_one", {})
+    assert world.status(run) == "FAILED"
+    assert world.error(run)[0] == "NOT_ACTIVE"
+
+
+def test_a_failing_child_fails_its_parent_with_the_childs_error(world):
+    world.add("picky", io_contract=io({"must": "string"}, ok="boolean"))
+    world.add("boss", "AGENT", children=["picky"])
+    run = world.run("boss", {})
+
+    (child,) = world.children(run)
+    assert world.status(child) == "FAILED"
+    assert world.status(run) == "FAILED"
+    code, message = world.error(run)
+    assert code == "INVALID_INPUT"
+    assert message.startswith("picky failed")
+    assert world.step_statuses(run) == [("picky", 1, "FAILED")]
+
+
+def test_a_retry_is_scheduled_with_a_due_time_and_not_run_before_it(
+    world, flaky_server, settings, request
+):
+    settings.HIERARCH_HTTP_ALLOWED_HOSTS = ["127.0.0.1"]
+    settings.HIERARCH_HTTP_ALLOW_PRIVATE = True
+    fetch = tool_definition(
+        "fetch",
+        implementation="http_request",
+        function_schema={
+            "name": "fetch",
+            "parameters": {
+                "type": "object",
+                "properties": {"method": {"type": "string"}, "url": {"type": "string"}},
+                "required": ["method", "url"],
+            },
+        },
+    )
+    plan_step = step(1, "Fetch", "TOOL_CALL", tool_id="fetch")
+    # Each world calls its own URL: the server counts failures by name.
+    plan_step["input_mapping"] = {
+        "method": "GET",
+        "url": f"{flaky_server}/fail/1/{request.node.callspec.id}",
+    }
+    world.add(
+        "fetcher",
+        tools=[fetch],
+        planning={"static_plan": {"enabled": True, "steps": [plan_step]}},
+        logic_gate={
+            "retry_policy": {
+                "max_retries": 2,
+                "backoff_strategy": "LINEAR",
+                "retry_on": ["TOOL_FAILURE"],
+            }
+        },
+    )
+    run = world.run("fetcher", {})
+
+    assert world.status(run) == "RUNNING"
+    assert world.later == [(run, 1.0)]
+    assert world.step_statuses(run) == [("Fetch", 1, "FAILED")]
+    assert world.events_of(run, "step.retry") == [{"step": "Fetch", "attempt": 2, "delay_s": 1.0}]
+
+    world.advance(run)  # a hint before the due time finds nothing to do
+    world.let_time_pass(0.5)
+    world.advance(run)
+    assert world.step_statuses(run) == [("Fetch", 1, "FAILED")]
+    assert world.status(run) == "RUNNING"
+
+    world.let_time_pass(0.6)
+    world.advance(run)
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert world.step_statuses(run) == [("Fetch", 1, "FAILED"), ("Fetch", 2, "COMPLETED")]
+
+
+def test_a_cancelled_run_ends_cancelled_and_starts_no_new_child(world):
+    world.add("c1", io_contract=io(None, ok="boolean"))
+    world.add("c2", io_contract=io(None, ok="boolean"))
+    world.add("cp", "AGENT", children=["c1", "c2"])
+    run = world.start("cp", {})
+    world.advance(world.queue.pop(0))  # starts c1 and waits
+    (first,) = world.children(run)
+    world.cancel(run)
+    world.queue[:] = [first, run]
+    world.advance_all()
+
+    assert world.status(first) == "CANCELLED"
+    assert world.status(run) == "CANCELLED"
+    assert world.error(run)[0] == "CANCELLED"
+    assert world.children(run) == [first]
+    assert world.model_call_count(first) == 0
+    # The step that waited on the child ends with the run.
+    assert world.step_statuses(run) == [("c1", 1, "CANCELLED")]
+
+
+def test_a_cancel_that_lands_as_children_start_reaches_them(world):
+    world.add("k1", io_contract=io(None, ok="boolean"))
+    world.add("starter", "AGENT", children=["k1"])
+    run = world.start("starter", {})
+    world.wrap_next = _CancelledAsChildrenStart
+    world.advance_all()
+
+    assert world.status(run) == "CANCELLED"
+    for child in world.children(run):
+        assert world.status(child) == "CANCELLED"
+        assert world.model_call_count(child) == 0
+
+
+def test_a_cancel_reaches_an_escalated_child(world):
+    think = step(1, "Think", "THOUGHT")
+    think["exit_conditions"] = [{"condition": {"==": [1, 1]}, "next_step": "ESCALATE"}]
+    world.add("escalates", planning={"static_plan": {"enabled": True, "steps": [think]}})
+    world.add("manager", "AGENT", children=["escalates"])
+    run = world.run("manager", {})
+    (child,) = world.children(run)
+    assert (world.status(run), world.status(child)) == ("WAITING", "BLOCKED")
+
+    world.cancel(run)
+    world.queue[:] = [child, run]
+    world.advance_all()
+    assert world.status(run) == "CANCELLED"
+    assert world.status(child) == "CANCELLED"
+
+
+def test_a_cancel_during_a_step_lets_the_step_finish_and_starts_no_next_step(world):
+    world.add(
+        "two_thoughts",
+        planning={
+            "static_plan": {
+                "enabled": True,
+                "steps": [
+                    step(1, "Draft", "THOUGHT", prompt_template="Draft an answer."),
+                    step(2, "Polish", "THOUGHT", prompt_template="Polish the draft."),
+                ],
+            }
+        },
+    )
+    run = world.start("two_thoughts", {})
+    world.wrap_next = _CancelledAfterModelCall
+    world.advance_all()
+
+    assert world.status(run) == "CANCELLED", world.error(run)
+    assert world.step_statuses(run) == [("Draft", 1, "COMPLETED")]
+    assert world.model_call_count(run) == 1
+
+
+def test_a_replay_after_a_crash_reuses_the_recorded_model_calls(world):
+    world.add("once", io_contract=io(None, answer="string"))
+    run = world.start("once", {})
+    world.wrap_next = _DiesInFinish
+    with pytest.raises(WorkerDied):
+        world.advance_all()
+    # The call was recorded at once; the end was not. The dead worker's lease is left behind.
+    assert world.status(run) == "RUNNING"
+    assert world.model_call_count(run) == 1
+
+    world.advance(run)  # another worker: the lease has not expired yet
+    assert world.status(run) == "RUNNING"
+
+    world.let_time_pass(world.lease_seconds + 1)
+    world.advance(run)
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert world.model_call_count(run) == 1
+    assert world.event_types(world.trace(run)).count("llm.call") == 1
+    assert world.step_statuses(run) == [("Answer", 1, "COMPLETED")]
+
+
+def test_a_worker_that_lost_its_lease_writes_nothing_more(world):
+    world.add("contested", io_contract=io(None, answer="string"))
+    run = world.start("contested", {})
+    world.wrap_next = _OvertakenBeforeRecording
+    world.advance_all()  # the first worker stops quietly
+
+    assert world.status(run) == "PENDING"  # its start and its call were never written
+    assert world.model_call_count(run) == 0
+    assert world.event_types(world.trace(run)) == ["run.created"]
+
+    assert world.overtaken is not None
+    other, taken = world.overtaken
+    other.release(taken)  # the second worker lets go before doing anything
+    world.advance(run)
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert world.model_call_count(run) == 1
+
+
+def test_events_are_numbered_per_trace_from_one_without_gaps(world):
+    world.add("kid", io_contract=io(None, ok="boolean"))
+    world.add("mum", "AGENT", children=["kid"])
+    first = world.run("mum", {})
+    second = world.run("mum", {})
+
+    for run in (first, second):
+        seqs = [seq for seq, *_ in world.events(world.trace(run))]
+        assert seqs == list(range(1, len(seqs) + 1))
+        kinds = set(world.event_types(world.trace(run)))
+        assert {"run.created", "run.status", "step.started", "step.finished", "llm.call"} <= kinds
+    assert world.event_types(world.trace(first))[0] == "run.created"
+
+
+def test_costs_and_tokens_roll_up_to_every_ancestor(world):
+    world.add("leaf", io_contract=io(None, ok="boolean"))
+    world.add("mid", "SKILL", children=["leaf"])
+    world.add("top", "AGENT", children=["mid"])
+    run = world.run("top", {})
+
+    assert world.status(run) == "COMPLETED", world.error(run)
+    (mid,) = world.children(run)
+    (leaf,) = world.children(mid)
+    [(tokens, cost)] = world.model_calls(leaf)
+    assert tokens > 0 and cost > 0
+    assert sorted(world.trace_runs(world.trace(run))) == sorted([run, mid, leaf])
+    for each in (run, mid, leaf):
+        assert world.counters(each) == (cost, tokens, 1)
+
+
+def test_an_entity_with_memory_remembers_its_earlier_runs(world):
+    world.add(
+        "rememberer",
+        io_contract=io({"question": "string"}, answer="string"),
+        capabilities={"tools": [], "memory": {"enabled": True, "scope": "ENTITY"}},
+    )
+    first = world.run("rememberer", {"question": "What is the first colour?"})
+    second = world.run("rememberer", {"question": "And the second?"})
+
+    assert world.status(second) == "COMPLETED", world.error(second)
+    assert "What is the first colour?" in world.prompts(second)[0]
+    assert world.output(first)["answer"] in world.prompts(second)[0]
