@@ -173,6 +173,8 @@ HIERARCH_EXECUTOR = env_choice("HIERARCH_EXECUTOR", "inline", ("inline", "celery
 HIERARCH_ENGINE = {
     "LEASE_SECONDS": env_int("HIERARCH_LEASE_SECONDS", 15),
     "SWEEP_SECONDS": env_int("HIERARCH_SWEEP_SECONDS", 5),
+    # The most passes any loop makes, whatever its max_iterations (null included) says.
+    "MAX_PASSES": env_int("HIERARCH_MAX_PASSES", 25),
     "INLINE_WORKERS": env_int("HIERARCH_INLINE_WORKERS", 4),
 }
 

@@ -12,6 +12,8 @@ _shared = threading.local()
 def engine() -> Engine:
     """An engine for this thread: the gateway and tool runner are reused, the store (which
     carries the lease owner) is new for each call."""
+    from django.conf import settings
+
     from runs.executors import enqueue, enqueue_at
     from runs.gateway import LiteLLMGateway
     from runs.store import OrmRunStore
@@ -21,5 +23,10 @@ def engine() -> Engine:
         _shared.parts = (LiteLLMGateway(), RegistryToolRunner())
     model, tools = _shared.parts
     return Engine(
-        store=OrmRunStore(), model=model, tools=tools, enqueue=enqueue, enqueue_later=enqueue_at
+        store=OrmRunStore(),
+        model=model,
+        tools=tools,
+        enqueue=enqueue,
+        enqueue_later=enqueue_at,
+        hard_cap=settings.HIERARCH_ENGINE["MAX_PASSES"],
     )
