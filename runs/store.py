@@ -445,8 +445,7 @@ class OrmRunStore:
             if steps or len(items) > 1:  # the engine buffered changes of the run too
                 self._write_run(run)
                 self._write_steps(run, steps)
-            else:
-                self._touch(run)
+            # No lease check otherwise: the call's unique key stops a late worker here.
             LLMCall.objects.create(
                 run_id=run.id,
                 call_key=call_key,
@@ -596,7 +595,7 @@ class OrmRunStore:
 
     def _resolve_many(self, workspace_id: int, refs: list[str]) -> None:
         """Resolve child references (id, string id or name) to entities and their current
-        versions in two queries, and read the versions' definitions not cached yet."""
+        versions in one query, and read the versions' definitions not cached yet."""
         cache = self.__dict__.setdefault("_children", {})
         missing = [ref for ref in dict.fromkeys(refs) if (workspace_id, ref) not in cache]
         if not missing:
@@ -605,19 +604,18 @@ class OrmRunStore:
         for ref in missing:
             with contextlib.suppress(ValueError):
                 ids.append(uuid.UUID(str(ref)))
+        newest = EntityVersion.objects.filter(entity=OuterRef("pk")).order_by("-created_at", "-id")
+        # One query: the entities and the id of each one's newest version.
         entities = list(
-            Entity.objects.filter(workspace_id=workspace_id).filter(
-                Q(pk__in=ids) | Q(external_id__in=missing) | Q(name__in=missing)
-            )
-        )
-        newest = EntityVersion.objects.filter(entity=OuterRef("entity")).order_by(
-            "-created_at", "-id"
+            Entity.objects.filter(workspace_id=workspace_id)
+            .filter(Q(pk__in=ids) | Q(external_id__in=missing) | Q(name__in=missing))
+            .annotate(newest_version_id=Subquery(newest.values("pk")[:1]))
+            .only("id", "workspace_id", "external_id", "name", "type", "status")
         )
         versions = {
-            v.entity_id: v
-            for v in EntityVersion.objects.filter(
-                entity__in=entities, pk=Subquery(newest.values("pk")[:1])
-            ).only("id", "entity_id")
+            entity.pk: EntityVersion(pk=entity.newest_version_id, entity_id=entity.pk)
+            for entity in entities
+            if entity.newest_version_id is not None
         }
         by_ref: dict[str, Entity] = {}
         for entity in entities:

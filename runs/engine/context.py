@@ -53,7 +53,7 @@ def build_context(
     kept: list[ContextPart] = []
     dropped: list[str] = []
     remaining = max_tokens
-    for kind in _ordered_kinds(parts, priority):
+    for kind in ordered_kinds(parts, priority):
         text = parts[kind]
         if not text:
             continue
@@ -74,7 +74,8 @@ def build_context(
     return kept, dropped
 
 
-def _ordered_kinds(parts: Mapping[str, str], priority: Sequence[str]) -> list[str]:
+def ordered_kinds(parts: Mapping[str, str], priority: Sequence[str]) -> list[str]:
+    """The kinds of `parts` in priority order; kinds not listed come last."""
     listed = [kind for kind in dict.fromkeys(priority) if kind in parts]
     return listed + [kind for kind in parts if kind not in listed]
 

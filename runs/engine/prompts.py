@@ -92,10 +92,22 @@ def compose(
         parts["TOOL_RESULTS"] = (
             parts["TOOL_RESULTS"] + "\n\nEarlier passes:\n" + _json(iterations)
         ).strip()
-    budget = engineering["max_context_tokens"] - count_tokens(instruction)
-    kept, dropped = ctx.build_context(
-        parts, engineering["context_priority"], max(budget, 0), count_tokens
-    )
+    limit = engineering["max_context_tokens"]
+    size = len(instruction.encode()) + sum(len(text.encode()) for text in parts.values())
+    if size <= limit:
+        # A token is at least one byte of UTF-8: what fits in bytes fits in tokens, and
+        # counting (a tokenizer pass per part) can be skipped.
+        kept = [
+            ctx.ContextPart(kind, parts[kind], 0)
+            for kind in ctx.ordered_kinds(parts, engineering["context_priority"])
+            if parts[kind]
+        ]
+        dropped: list[str] = []
+    else:
+        budget = limit - count_tokens(instruction)
+        kept, dropped = ctx.build_context(
+            parts, engineering["context_priority"], max(budget, 0), count_tokens
+        )
     system = next((p.text for p in kept if p.kind == "SYSTEM_PROMPT"), "")
     rest = "\n\n".join(p.text for p in kept if p.kind != "SYSTEM_PROMPT")
     mode = definition["logic_gate"]["reasoning_config"]["reasoning_mode"]
