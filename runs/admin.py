@@ -3,12 +3,13 @@ what each step did, every model and tool call, and the event log."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from entities.admin import (
     ReadOnlyAdminMixin,
@@ -17,6 +18,16 @@ from entities.admin import (
     WorkspaceScopedAdmin,
 )
 from runs.models import Artifact, LLMCall, MemoryItem, Run, RunEvent, StepRun, ToolCall
+
+
+def _pretty(value: Any) -> str:
+    """JSON a model or a tool produced, indented and escaped."""
+    if value is None:
+        return "-"
+    return format_html(
+        '<pre class="json-snapshot">{}</pre>',
+        json.dumps(value, indent=2, ensure_ascii=False, default=str),
+    )
 
 
 class StepInline(ReadOnlyInline):
@@ -70,14 +81,38 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin):
         ("entity", "entity_version", "status"),
         ("parent", "trace_id", "depth"),
         ("error_code", "error_message"),
-        "input_data",
-        "output_data",
-        "state",
-        "dynamic_plan",
+        "input_json",
+        "output_json",
+        "plan_steps",
+        "state_json",
         ("total_cost_usd", "total_tokens", "llm_calls", "tool_calls"),
         ("created_at", "started_at", "completed_at", "execution_time_ms"),
     ]
     readonly_fields = [f for row in fields for f in (row if isinstance(row, tuple) else (row,))]
+
+    @admin.display(description="input")
+    def input_json(self, obj: Run) -> str:
+        return _pretty(obj.input_data)
+
+    @admin.display(description="output")
+    def output_json(self, obj: Run) -> str:
+        return _pretty(obj.output_data)
+
+    @admin.display(description="state")
+    def state_json(self, obj: Run) -> str:
+        return _pretty(obj.state)
+
+    @admin.display(description="plan (as run)")
+    def plan_steps(self, obj: Run) -> str:
+        steps = obj.dynamic_plan or []
+        return (
+            format_html_join(
+                "",
+                "<div>{}. {} <small>({})</small></div>",
+                ((i, s["name"], s["type"]) for i, s in enumerate(steps, 1)),
+            )
+            or "-"
+        )
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).select_related("entity", "entity_version", "parent")

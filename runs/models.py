@@ -173,6 +173,7 @@ class LLMCall(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
 
     class Meta:
+        verbose_name = "LLM call"
         ordering = ["timestamp"]
         indexes = [
             models.Index(fields=["run"], name="llm_logs_run_idx"),

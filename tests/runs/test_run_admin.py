@@ -45,3 +45,15 @@ def test_runs_cannot_be_edited_or_deleted_in_the_admin(client, alice, finished_r
     url = reverse("admin:runs_run_delete", args=[finished_run.pk])
     assert client.post(url, {"post": "yes"}).status_code == 403
     assert Run.objects.filter(pk=finished_run.pk).exists()
+
+
+def test_what_a_model_or_tool_produced_is_shown_escaped(client, alice, finished_run):
+    Run.objects.filter(pk=finished_run.pk).update(
+        output_data={"answer": "<script>alert('x')</script>"},
+        state={"note": "<img src=x onerror=alert(1)>"},
+    )
+    client.force_login(alice)
+    page = client.get(reverse("admin:runs_run_change", args=[finished_run.pk])).content.decode()
+    assert "<script>alert('x')</script>" not in page
+    assert "&lt;script&gt;" in page
+    assert "<img src=x" not in page
