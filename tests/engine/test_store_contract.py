@@ -8,12 +8,9 @@ as `runs.engine_factory` does."""
 from __future__ import annotations
 
 import itertools
-import threading
-from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import jsonschema
@@ -31,6 +28,7 @@ from runs.services import run_cancel, run_start
 from runs.store import OrmRunStore
 from tests.factories import EntityFactory, tool_definition
 from tests.factories import definition as factory_definition
+from tests.fakes.flaky_server import flaky_server as serve_flaky
 from tools.runner import RegistryToolRunner
 
 pytestmark = pytest.mark.smoke
@@ -378,30 +376,8 @@ def step(order: int, name: str, kind: str, **target: Any) -> dict:
 @pytest.fixture(scope="module")
 def flaky_server() -> Iterator[str]:
     """GET /fail/N/<name> answers 503 the first N times for each name, then 200."""
-    seen: Counter[str] = Counter()
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_GET(self) -> None:  # noqa: N802
-            _, _, failures, name = self.path.split("/", 3)
-            seen[name] += 1
-            code = 503 if seen[name] <= int(failures) else 200
-            body = b'{"ok": true}' if code == 200 else b'{"error": "busy"}'
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serve_flaky() as (base, _seen):
+        yield base
 
 
 # -- the scenarios -----------------------------------------------------------------------------

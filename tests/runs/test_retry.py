@@ -3,17 +3,16 @@ a due time (never a sleep), and error classes outside `retry_on` fail at once.""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.utils import timezone
 
 from runs.models import Run, StepRun, ToolCall
 from tests.factories import EntityFactory, tool_definition
+from tests.fakes.flaky_server import flaky_server as serve_flaky
 from tests.runs.test_engine import Driver, static_plan, step
 
 pytestmark = pytest.mark.smoke
@@ -21,31 +20,8 @@ pytestmark = pytest.mark.smoke
 
 @pytest.fixture(scope="module")
 def flaky_server() -> Iterator[tuple[str, Counter]]:
-    """GET /fail/N/<name> answers 503 the first N times for each name, then 200."""
-    seen: Counter = Counter()
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:
-            pass
-
-        def do_GET(self) -> None:  # noqa: N802
-            _, _, failures, name = self.path.split("/", 3)
-            seen[name] += 1
-            code = 503 if seen[name] <= int(failures) else 200
-            body = b'{"ok": true}' if code == 200 else b'{"error": "busy"}'
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
-    httpd.shutdown()
-    httpd.server_close()
+    with serve_flaky() as server:
+        yield server
 
 
 @pytest.fixture
