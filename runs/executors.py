@@ -89,15 +89,3 @@ def enqueue_at(run_id: str, delay_s: float) -> None:
         timer.start()
 
     transaction.on_commit(start_timer)
-
-
-def wait_idle(timeout: float = 30.0) -> None:
-    """Test and command helper: wait until the inline pool has no queued work."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pool = _pool
-        if pool is None or pool._work_queue.empty():  # noqa: SLF001
-            return
-        time.sleep(0.01)

@@ -105,7 +105,3 @@ def _subtree(run: Run) -> list:
         found.extend(children)
         frontier = children
     return found
-
-
-def run_is_finished(run: Run) -> bool:
-    return run.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)

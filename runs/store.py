@@ -68,15 +68,6 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
 
 
-def resolve_entity(workspace_id: int, ref: str) -> Entity | None:
-    entities = Entity.objects.filter(workspace_id=workspace_id)
-    try:
-        found = entities.filter(pk=uuid.UUID(str(ref))).first()
-    except ValueError:
-        found = None
-    return found or entities.filter(Q(external_id=ref) | Q(name=ref)).first()
-
-
 def latest_version(entity: Entity) -> EntityVersion:
     return entity.versions.order_by("-created_at", "-id").first()
 

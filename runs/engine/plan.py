@@ -9,7 +9,6 @@ exit_conditions, input_mapping, relationship, condition.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from typing import Any
 
 from runs.engine import jsonlogic
@@ -176,7 +175,3 @@ def render_template(template: str, data: dict) -> str:
         return template.format_map(values)
     except (ValueError, IndexError, AttributeError):
         return template
-
-
-def names(items: Iterable[dict], key: str = "name") -> list[str]:
-    return [item[key] for item in items]
