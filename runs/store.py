@@ -12,6 +12,7 @@ import contextlib
 import os
 import socket
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from datetime import timedelta
@@ -633,40 +634,44 @@ class OrmRunStore:
 
 
 class _Heartbeat:
-    """Renews a run's lease while a worker is busy with it (a slow model call must not let the
-    sweeper hand the run to a second worker), every third of the lease."""
+    """Renews the leases of the runs this process is busy with (a slow model call must not let
+    the sweeper hand a run to a second worker), every third of the lease, from one daemon
+    thread per process: registering a run costs a dictionary entry, not a thread."""
 
-    _beats: dict[str, threading.Event] = {}
+    _held: dict[str, str] = {}  # run id -> lease owner
     _lock = threading.Lock()
+    _thread: threading.Thread | None = None
 
     @classmethod
     def start(cls, run: RunView, owner: str) -> None:
-        stop = threading.Event()
         with cls._lock:
-            cls._beats[run.id] = stop
-        interval = max(lease_seconds() / 3, 0.5)
-
-        def beat() -> None:
-            from django.db import connections
-
-            try:
-                while not stop.wait(interval):
-                    Run.objects.filter(pk=run.id, lease_owner=owner).update(
-                        lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds())
-                    )
-            except Exception:  # noqa: BLE001 - a missed beat only shortens the lease
-                return
-            finally:
-                connections.close_all()
-
-        threading.Thread(target=beat, name=f"lease-{run.id[:8]}", daemon=True).start()
+            cls._held[run.id] = owner
+            if cls._thread is None or not cls._thread.is_alive():
+                cls._thread = threading.Thread(
+                    target=cls._beat, name="hierarch-leases", daemon=True
+                )
+                cls._thread.start()
 
     @classmethod
     def stop(cls, run: RunView) -> None:
         with cls._lock:
-            stop = cls._beats.pop(run.id, None)
-        if stop is not None:
-            stop.set()
+            cls._held.pop(run.id, None)
+
+    @classmethod
+    def _beat(cls) -> None:
+        from django.db import close_old_connections
+
+        while True:
+            time.sleep(max(lease_seconds() / 3, 0.5))
+            with cls._lock:
+                held = list(cls._held.items())
+            if not held:
+                continue
+            close_old_connections()
+            until = timezone.now() + timedelta(seconds=lease_seconds())
+            for run_id, owner in held:
+                with contextlib.suppress(Exception):  # a missed beat only shortens a lease
+                    Run.objects.filter(pk=run_id, lease_owner=owner).update(lease_expires_at=until)
 
 
 MEMORY_RECENT_N = 10
