@@ -32,7 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-os.environ.setdefault("DEBUG", "1")
+os.environ.setdefault("DEBUG", "0")
+os.environ.setdefault("SECRET_KEY", "bench-only-" + "k" * 50)
+os.environ.setdefault("ALLOWED_HOSTS", "localhost")
 
 import django  # noqa: E402
 
@@ -41,7 +43,6 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
-from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 from entities.models import Entity, Workspace  # noqa: E402
 from entities.services import entities_import  # noqa: E402
@@ -141,16 +142,31 @@ def run_sync(root: Entity) -> tuple[Run, int, float]:
     from runs.gateway import litellm_module
 
     litellm_module()  # imported lazily; not part of the measurement
-    queries = 0
+    # Round trips: every statement, and a BEGIN and a COMMIT per transaction (the debug
+    # cursor would count them too, but formats every statement, which skews the timing).
+    counted = [0]
+
+    def count(execute, sql, params, many, context):  # noqa: ANN001
+        counted[0] += 1
+        return execute(sql, params, many, context)
+
+    commit = connection.commit
+
+    def counting_commit() -> None:
+        counted[0] += 2
+        commit()
+
+    connection.commit = counting_commit
     started = time.perf_counter()
-    connection.force_debug_cursor = True
-    run = run_start(entity=root, input_data={})
-    queue.append(str(run.pk))
-    while queue:
-        connection.queries_log.clear()
-        with CaptureQueriesContext(connection) as ctx:
-            engine.advance(queue.pop(0))
-        queries += len(ctx.captured_queries)
+    try:
+        with connection.execute_wrapper(count):
+            run = run_start(entity=root, input_data={})
+            queue.append(str(run.pk))
+            while queue:
+                engine.advance(queue.pop(0))
+    finally:
+        del connection.commit
+    queries = counted[0]
     return Run.objects.get(pk=run.pk), queries, time.perf_counter() - started
 
 

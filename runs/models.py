@@ -32,15 +32,24 @@ ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.PAU
 
 class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Foreign keys whose lookups an index of Meta already serves carry no index of their own:
+    # every index is one more write on each change of a run that cannot be done in place.
     workspace = models.ForeignKey(
-        "entities.Workspace", on_delete=models.PROTECT, related_name="runs"
+        "entities.Workspace", on_delete=models.PROTECT, related_name="runs", db_index=False
     )
-    entity = models.ForeignKey("entities.Entity", on_delete=models.PROTECT, related_name="runs")
+    entity = models.ForeignKey(
+        "entities.Entity", on_delete=models.PROTECT, related_name="runs", db_index=False
+    )
     entity_version = models.ForeignKey(
         "entities.EntityVersion", on_delete=models.PROTECT, related_name="runs"
     )
     parent = models.ForeignKey(
-        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="children"
+        "self",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="children",
+        db_index=False,
     )
     root = models.ForeignKey(
         "self", on_delete=models.CASCADE, null=True, blank=True, related_name="descendants"
@@ -88,6 +97,9 @@ class Run(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     wake_at = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # Whether the last claim found the lease of a worker that did not finish its advance:
+    # the engine then looks for the calls that worker recorded before paying for them again.
+    resumed = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -97,8 +109,6 @@ class Run(models.Model):
             models.Index(fields=["-started_at"], name="run_started_idx"),
             models.Index(fields=["workspace", "-created_at"], name="run_workspace_idx"),
             models.Index(fields=["parent", "parent_step_key"], name="run_parent_step_idx"),
-            models.Index(fields=["status", "lease_expires_at"], name="run_lease_idx"),
-            models.Index(fields=["status", "wake_at"], name="run_wake_idx"),
         ]
 
     def __str__(self) -> str:
@@ -152,7 +162,9 @@ class LLMCall(models.Model):
     """One model call (seed 000 §5 `llm_interaction_logs`)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="llm_call_rows")
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="llm_call_rows", db_index=False
+    )
     step = models.ForeignKey(
         StepRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="llm_calls"
     )
@@ -189,7 +201,9 @@ class ToolCall(models.Model):
     """One tool call (seed 000 §5 `tool_interaction_logs`)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_call_rows")
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="tool_call_rows", db_index=False
+    )
     step = models.ForeignKey(
         StepRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="tool_calls"
     )

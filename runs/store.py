@@ -20,11 +20,12 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
-from django.db.models import F, OuterRef, Q, Subquery
+from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from entities.models import Entity, EntityVersion
+from runs import sql
 from runs.engine.core import ChildOutcome, ChildRequest, Events, LeaseLost, RunView, StepRecord
 from runs.engine.ports import ModelReply, ModelRequest, ToolInvocation, ToolResult
 from runs.models import (
@@ -33,13 +34,13 @@ from runs.models import (
     LLMCall,
     MemoryItem,
     Run,
-    RunEvent,
     RunStatus,
     StepRun,
     ToolCall,
     TraceSequence,
 )
 
+_ZERO = Decimal(0)
 _DEFINITIONS: OrderedDict[tuple[int, str], dict] = OrderedDict()
 _DEFINITIONS_LOCK = threading.Lock()
 
@@ -82,74 +83,72 @@ class OrmRunStore:
     def load(self, run_id: str) -> RunView | None:
         self.__dict__.pop("_children", None)  # child resolutions hold for one advance only
         now = timezone.now()
-        with transaction.atomic():
-            row = (
-                Run.objects.select_for_update()
-                .select_related("entity")
-                .filter(pk=run_id)
-                .only(*_VIEW_FIELDS)
-                .first()
-            )
-            if row is None or row.status in TERMINAL:
-                return None
-            if row.status in _ASLEEP and not row.cancel_requested:
-                return None  # a paused or blocked run moves only on a decision or a cancel
-            leased = row.lease_expires_at is not None and row.lease_expires_at > now
-            if leased and row.lease_owner != self.owner:
-                return None
-            if row.wake_at is not None and row.wake_at > now:
-                return None
-            Run.objects.filter(pk=row.pk).update(
-                lease_owner=self.owner,
-                lease_expires_at=now + timedelta(seconds=lease_seconds()),
-                wake_at=None,
-            )
+        row = sql.claim(
+            run_id,
+            self.owner,
+            now,
+            now + timedelta(seconds=lease_seconds()),
+            terminal=TERMINAL,
+            asleep=_ASLEEP,
+            names=_VIEW_FIELDS,
+        )
+        if row is None:
+            return None
         view = RunView(
-            id=str(row.pk),
-            trace_id=str(row.trace_id),
-            workspace_id=row.workspace_id,
-            definition=pinned_definition(row.entity_version_id, row.entity_id),
-            status=row.status,
-            input=row.input_data,
-            state=row.state,
-            plan=row.dynamic_plan,
-            cursor=row.cursor,
-            iteration=row.iteration,
-            attempt=row.attempt,
-            depth=row.depth,
-            depth_limit=row.depth_limit,
-            parent_id=str(row.parent_id) if row.parent_id else None,
-            entity_status=row.entity.status,
-            output=row.output_data,
-            error_code=row.error_code,
-            error_message=row.error_message,
-            cancel_requested=row.cancel_requested,
-            lineage=list(row.lineage),
-            parent_step_key=row.parent_step_key,
-            spawn_group=row.spawn_group,
-            began_at=row.started_at or row.created_at,
-            started=row.started_at is not None,
+            id=str(row["id"]),
+            trace_id=str(row["trace_id"]),
+            workspace_id=row["workspace"],
+            definition=pinned_definition(row["entity_version"], row["entity"]),
+            status=row["status"],
+            input=row["input_data"],
+            state=row["state"],
+            plan=row["dynamic_plan"],
+            cursor=row["cursor"],
+            iteration=row["iteration"],
+            attempt=row["attempt"],
+            depth=row["depth"],
+            depth_limit=row["depth_limit"],
+            parent_id=str(row["parent"]) if row["parent"] else None,
+            entity_status=row["entity_status"],
+            output=row["output_data"],
+            error_code=row["error_code"],
+            error_message=row["error_message"],
+            cancel_requested=row["cancel_requested"],
+            lineage=list(row["lineage"]),
+            parent_step_key=row["parent_step_key"],
+            spawn_group=row["spawn_group"],
+            began_at=row["started_at"] or row["created_at"],
+            started=row["started_at"] is not None,
             # A lease left behind means the last worker died mid-advance: look for calls it
             # recorded before paying for them again.
-            resumed=bool(row.lease_owner),
-            created_by_id=row.created_by_id,
-            entity_id=str(row.entity_id),
+            resumed=row["resumed"],
+            created_by_id=row["created_by"],
+            entity_id=str(row["entity"]),
+            cancel_fresh=True,
         )
         _Heartbeat.start(view, self.owner)
         return view
 
     def cancel_requested(self, run: RunView) -> bool:
-        if not run.cancel_requested:
+        """Asked before each step. Every write of the run reads the flag back, and a step's
+        last act is a write, so the answer is usually at hand; else one query."""
+        if not run.cancel_requested and not run.cancel_fresh:
             run.cancel_requested = Run.objects.filter(pk=run.id, cancel_requested=True).exists()
+        run.cancel_fresh = False
         return run.cancel_requested
 
     def release(self, run: RunView) -> None:
         _Heartbeat.stop(run)
         if run.status in TERMINAL or run.released:
             return  # finish, spawn or schedule already let go of the lease
-        Run.objects.filter(pk=run.id, lease_owner=self.owner).update(
-            lease_owner="", lease_expires_at=None
-        )
+        sql.release(run.id, self.owner)
+
+    def _seen(self, run: RunView, cancelled: bool | None) -> None:
+        """Take a fenced write's answer: the lease is lost (None), or the cancel flag."""
+        if cancelled is None:
+            raise LeaseLost(f"run {run.id} is held by another worker")
+        run.cancel_requested = run.cancel_requested or cancelled
+        run.cancel_fresh = True
 
     # -- progress -----------------------------------------------------------------------------
 
@@ -172,56 +171,61 @@ class OrmRunStore:
             fields["started_at"] = run.began_at or now
             run.started, run.began_at = True, run.began_at or now
         # Fenced: only the lease holder writes; a worker that lost the lease stops here.
-        if not Run.objects.filter(pk=run.id, lease_owner=self.owner).update(**fields):
-            raise LeaseLost(f"run {run.id} is held by another worker")
-
-    def _touch(self, run: RunView) -> None:
-        """Renew the lease, or learn that it is lost."""
-        renewed = Run.objects.filter(pk=run.id, lease_owner=self.owner).update(
-            lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds())
-        )
-        if not renewed:
-            raise LeaseLost(f"run {run.id} is held by another worker")
+        self._seen(run, sql.update_run(run.id, self.owner, fields))
 
     def _write_steps(self, run: RunView, steps: list[StepRecord]) -> None:
         """Insert or update the step records in one statement."""
         if not steps:
             return
         now = timezone.now()
-        rows = [
-            StepRun(
-                run_id=run.id,
-                step_key=step.key,
-                iteration=step.iteration,
-                attempt=step.attempt,
-                position=step.position,
-                name=step.name[:200],
-                type=step.type,
-                status=step.status,
-                input=step.input,
-                output=step.output,
-                error_code=step.error_code,
-                error_message=step.error_message[:10_000],
-                started_at=step.started_at or now,
-                finished_at=now if step.status in _STEP_DONE else None,
-            )
-            for step in steps
-        ]
-        StepRun.objects.bulk_create(
-            rows,
-            update_conflicts=True,
-            unique_fields=["run", "step_key", "iteration", "attempt"],
-            update_fields=[
-                "position",
-                "name",
-                "type",
-                "status",
-                "input",
-                "output",
-                "error_code",
-                "error_message",
-                "finished_at",
+        sql.insert(
+            StepRun,
+            [
+                {
+                    "run": run.id,
+                    "step_key": step.key,
+                    "iteration": step.iteration,
+                    "attempt": step.attempt,
+                    "position": step.position,
+                    "name": step.name[:200],
+                    "type": step.type,
+                    "status": step.status,
+                    "input": step.input,
+                    "output": step.output,
+                    "error_code": step.error_code,
+                    "error_message": step.error_message[:10_000],
+                    "started_at": step.started_at or now,
+                    "finished_at": now if step.status in _STEP_DONE else None,
+                }
+                for step in steps
             ],
+            conflict=("run", "step_key", "iteration", "attempt"),
+            update=_STEP_UPDATED,
+        )
+
+    def _count(
+        self,
+        run: RunView,
+        *,
+        cost: Decimal = _ZERO,
+        tokens: int = 0,
+        llm_calls: int = 0,
+        tool_calls: int = 0,
+    ) -> None:
+        """A call counts for the run and every ancestor; the same statement renews the run's
+        lease, or finds it lost."""
+        self._seen(
+            run,
+            sql.add_counters(
+                run.id,
+                run.lineage,
+                self.owner,
+                timezone.now() + timedelta(seconds=lease_seconds()),
+                cost=cost,
+                tokens=tokens,
+                llm_calls=llm_calls,
+                tool_calls=tool_calls,
+            ),
         )
 
     @staticmethod
@@ -265,29 +269,33 @@ class OrmRunStore:
         self._resolve_many(run.workspace_id, [request.entity_ref for request in children])
         group = f"{children[0].step_key}#{run.iteration}#{run.attempt}"
         rows = []
+        now = timezone.now()
         for request in children:
             entity, version = self._resolved(run.workspace_id, request.entity_ref)
             rows.append(
-                Run(
-                    workspace_id=run.workspace_id,
-                    entity=entity,
-                    entity_version=version,
-                    parent_id=run.id,
-                    root_id=run.trace_id,
-                    trace_id=run.trace_id,
-                    parent_step_key=f"{request.step_key}#{run.iteration}",
-                    group_index=request.group_index,
-                    spawn_group=group,
-                    depth=run.depth + 1,
-                    depth_limit=run.depth_limit,
-                    lineage=[*run.lineage, run.id],
-                    input_data=request.input,
-                    created_by_id=run.created_by_id,
-                )
+                {
+                    "id": uuid.uuid4(),
+                    "workspace": run.workspace_id,
+                    "entity": entity.pk,
+                    "entity_version": version.pk,
+                    "parent": run.id,
+                    "root": run.trace_id,
+                    "trace_id": run.trace_id,
+                    "parent_step_key": f"{request.step_key}#{run.iteration}",
+                    "group_index": request.group_index,
+                    "spawn_group": group,
+                    "depth": run.depth + 1,
+                    "depth_limit": run.depth_limit,
+                    "lineage": [*run.lineage, run.id],
+                    "input_data": request.input,
+                    "created_by": run.created_by_id,
+                    "created_at": now,
+                    "cancel_requested": False,
+                }
             )
             events.add(
                 "run.created",
-                run_id=str(rows[-1].pk),
+                run_id=str(rows[-1]["id"]),
                 parent_id=run.id,
                 entity=entity.name,
                 type=entity.type,
@@ -296,51 +304,41 @@ class OrmRunStore:
         with transaction.atomic():
             # The trace's sequence row first, the runs' rows after: one lock order.
             append_events(run.trace_id, run.id, items)
-            # Under the run's row lock: a cancel that came first reaches the new children;
-            # one that comes later finds them (run_cancel locks this row before it looks).
-            cancelled = (
-                Run.objects.select_for_update()
-                .values_list("cancel_requested", flat=True)
-                .get(pk=run.id)
-            )
-            for row in rows:
-                row.cancel_requested = cancelled
-            Run.objects.bulk_create(rows)
-            # The run waits now: let go of the lease in the same write.
+            # The run waits now: let go of the lease in the same write, which locks the run's
+            # row and reads its cancel flag: a cancel that came first reaches the new
+            # children; one that comes later finds them (run_cancel locks this row too).
             self._write_run(run, lease_owner="", lease_expires_at=None)
             run.released = True
+            for row in rows:
+                row["cancel_requested"] = run.cancel_requested
+            sql.insert(Run, [{**_NEW_RUN, **row} for row in rows])
             self._write_steps(run, steps)
-        return [str(row.pk) for row in rows]
+        return [str(row["id"]) for row in rows]
 
     def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
         keys = [f"{key}#{run.iteration}" for key in step_keys]
-        rows = list(
-            Run.objects.filter(parent_id=run.id, parent_step_key__in=keys)
-            .select_related("entity")
-            .only(
-                "status",
-                "output_data",
-                "error_code",
-                "error_message",
-                "parent_step_key",
-                "group_index",
-                "entity__name",
-            )
-            .order_by("group_index")
+        entities = sql.quote(Entity._meta.db_table)
+        rows = sql.select(
+            Run,
+            _CHILD_FIELDS,
+            f"parent_id = %s AND parent_step_key IN ({sql.marks(keys)})",
+            [sql.run_id_param(run.id), *keys],
+            extra=f"(SELECT e.name FROM {entities} e WHERE e.id = entity_id)",  # noqa: S608
+            order="group_index",
         )
-        if any(row.status not in TERMINAL for row in rows):
+        if any(row["status"] not in TERMINAL for row, _ in rows):
             return None
         return [
             ChildOutcome(
-                run_id=str(row.pk),
-                step_key=row.parent_step_key.rsplit("#", 1)[0],
-                status=row.status,
-                output=row.output_data,
-                error_code=row.error_code,
-                error_message=row.error_message,
-                entity_name=row.entity.name,
+                run_id=str(row["id"]),
+                step_key=row["parent_step_key"].rsplit("#", 1)[0],
+                status=row["status"],
+                output=row["output_data"],
+                error_code=row["error_code"],
+                error_message=row["error_message"],
+                entity_name=entity_name,
             )
-            for row in rows
+            for row, (entity_name,) in rows
         ]
 
     def finish(self, run: RunView, *, steps: list[StepRecord], events: Events) -> str | None:
@@ -363,14 +361,9 @@ class OrmRunStore:
                 return None
             # Lock the parent so siblings finishing at the same moment take turns; the last
             # one sees every sibling finished and wakes the parent.
-            parent = Run.objects.select_for_update().only("status").get(pk=run.parent_id)
-            if parent.status != RunStatus.WAITING:
+            if sql.lock_status(run.parent_id) != RunStatus.WAITING:
                 return None
-            unfinished = (
-                Run.objects.filter(parent_id=run.parent_id, spawn_group=run.spawn_group)
-                .exclude(status__in=TERMINAL)
-                .exists()
-            )
+            unfinished = sql.group_unfinished(run.parent_id, run.spawn_group, TERMINAL)
             return None if unfinished else run.parent_id
 
     # -- calls ----------------------------------------------------------------------------------
@@ -437,34 +430,42 @@ class OrmRunStore:
             if steps or len(items) > 1:  # the engine buffered changes of the run too
                 self._write_run(run)
                 self._write_steps(run, steps)
-            # No lease check otherwise: the call's unique key stops a late worker here.
-            LLMCall.objects.create(
-                run_id=run.id,
-                call_key=call_key,
-                purpose=request.purpose,
-                model_provider=reply.provider[:50],
-                model_name=reply.model[:100],
-                input_prompt=prompt,
-                output_response=reply.content,
-                prompt_tokens=reply.prompt_tokens,
-                completion_tokens=reply.completion_tokens,
-                total_tokens=tokens,
-                cost_usd=reply.cost_usd,
-                latency_ms=reply.latency_ms,
-                temperature=request.temperature,
-                reasoning_mode=request.reasoning_mode,
-                metadata={
-                    "step": step.key,
-                    "iteration": step.iteration,
-                    "attempt": step.attempt,
-                    "parsed": reply.parsed,
-                    "tool_name": reply.tool_name,
-                    "tool_arguments": reply.tool_arguments,
-                },
+            # The call's unique key stops a late worker here; the counters' write checks the
+            # lease.
+            sql.insert(
+                LLMCall,
+                [
+                    {
+                        "id": uuid.uuid4(),
+                        "run": run.id,
+                        "call_key": call_key,
+                        "purpose": request.purpose,
+                        "timestamp": timezone.now(),
+                        "model_provider": reply.provider[:50],
+                        "model_name": reply.model[:100],
+                        "input_prompt": prompt,
+                        "output_response": reply.content,
+                        "prompt_tokens": reply.prompt_tokens,
+                        "completion_tokens": reply.completion_tokens,
+                        "total_tokens": tokens,
+                        "cost_usd": reply.cost_usd,
+                        "latency_ms": reply.latency_ms,
+                        "temperature": request.temperature,
+                        "reasoning_mode": request.reasoning_mode,
+                        "metadata": {
+                            "step": step.key,
+                            "iteration": step.iteration,
+                            "attempt": step.attempt,
+                            "parsed": reply.parsed,
+                            "tool_name": reply.tool_name,
+                            "tool_arguments": reply.tool_arguments,
+                        },
+                    }
+                ],
             )
             # Ancestors' rows after the trace's sequence row: every transaction that touches
             # both takes them in this order, so siblings on two workers cannot deadlock.
-            _add_counters(run, cost=reply.cost_usd, tokens=tokens, llm_calls=1)
+            self._count(run, cost=reply.cost_usd, tokens=tokens, llm_calls=1)
 
     def recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None:
         if not run.resumed:
@@ -496,36 +497,36 @@ class OrmRunStore:
             if steps or len(items) > 1:  # the engine buffered changes of the run too
                 self._write_run(run)
                 self._write_steps(run, steps)
-            else:
-                self._touch(run)
             # One statement: a replay after a crash may write the same key again.
-            ToolCall.objects.bulk_create(
+            sql.insert(
+                ToolCall,
                 [
-                    ToolCall(
-                        idempotency_key=invocation.idempotency_key,
-                        run_id=run.id,
-                        tool_id=tool["tool_id"],
-                        tool_name=tool.get("name", tool["tool_id"])[:200],
-                        provider=tool.get("provider", "")[:50],
-                        input_parameters=invocation.arguments,
-                        output_result=result.output if result else None,
-                        success=result is not None,
-                        error_message=error[:10_000],
-                        latency_ms=result.latency_ms if result else 0,
-                        metadata={
+                    {
+                        "id": uuid.uuid4(),
+                        "idempotency_key": invocation.idempotency_key,
+                        "run": run.id,
+                        "timestamp": timezone.now(),
+                        "tool_id": tool["tool_id"],
+                        "tool_name": tool.get("name", tool["tool_id"])[:200],
+                        "provider": tool.get("provider", "")[:50],
+                        "input_parameters": invocation.arguments,
+                        "output_result": result.output if result else None,
+                        "success": result is not None,
+                        "error_message": error[:10_000],
+                        "latency_ms": result.latency_ms if result else 0,
+                        "metadata": {
                             "step": step.key,
                             "iteration": step.iteration,
                             "attempt": step.attempt,
                             "sandbox": invocation.sandbox,
                         },
-                    )
+                    }
                 ],
-                update_conflicts=True,
-                unique_fields=["idempotency_key"],
-                update_fields=["output_result", "success", "error_message", "latency_ms"],
+                conflict=("idempotency_key",),
+                update=("output_result", "success", "error_message", "latency_ms"),
             )
-            # After the trace's sequence row, as in _record_call.
-            _add_counters(run, cost=Decimal(0), tokens=0, tool_calls=1)
+            # After the trace's sequence row, as in _record_call; fenced on the lease.
+            self._count(run, tool_calls=1)
 
     # -- memory and artifacts --------------------------------------------------------------
 
@@ -596,18 +597,31 @@ class OrmRunStore:
         for ref in missing:
             with contextlib.suppress(ValueError):
                 ids.append(uuid.UUID(str(ref)))
-        newest = EntityVersion.objects.filter(entity=OuterRef("pk")).order_by("-created_at", "-id")
         # One query: the entities and the id of each one's newest version.
-        entities = list(
-            Entity.objects.filter(workspace_id=workspace_id)
-            .filter(Q(pk__in=ids) | Q(external_id__in=missing) | Q(name__in=missing))
-            .annotate(newest_version_id=Subquery(newest.values("pk")[:1]))
-            .only("id", "workspace_id", "external_id", "name", "type", "status")
+        table = sql.quote(Entity._meta.db_table)
+        versions_table = sql.quote(EntityVersion._meta.db_table)
+        by_id = f"{table}.id IN ({sql.marks(ids)}) OR " if ids else ""
+        found = sql.select(
+            Entity,
+            ("id", "external_id", "name", "type", "status"),
+            f"workspace_id = %s AND ({by_id}external_id IN ({sql.marks(missing)}) "
+            f"OR name IN ({sql.marks(missing)}))",
+            [
+                workspace_id,
+                *(sql.prep(Entity, "id", value) for value in ids),
+                *map(str, missing),
+                *map(str, missing),
+            ],
+            extra=(
+                f"(SELECT v.id FROM {versions_table} v WHERE v.entity_id = {table}.id "  # noqa: S608
+                "ORDER BY v.created_at DESC, v.id DESC LIMIT 1)"
+            ),
         )
+        entities = [Entity(workspace_id=workspace_id, **values) for values, _ in found]
         versions = {
-            entity.pk: EntityVersion(pk=entity.newest_version_id, entity_id=entity.pk)
-            for entity in entities
-            if entity.newest_version_id is not None
+            entity.pk: EntityVersion(pk=newest, entity_id=entity.pk)
+            for entity, (_, (newest,)) in zip(entities, found, strict=True)
+            if newest is not None
         }
         by_ref: dict[str, Entity] = {}
         for entity in entities:
@@ -711,12 +725,12 @@ class _WorkspaceArtifacts:
         )
 
 
-_VIEW_FIELDS = (
+_VIEW_FIELDS = (  # what `load` reads back; a foreign key gives the related row's id
     "id",
     "trace_id",
-    "workspace_id",
-    "entity_version_id",
-    "entity_id",
+    "workspace",
+    "entity_version",
+    "entity",
     "status",
     "input_data",
     "state",
@@ -726,7 +740,7 @@ _VIEW_FIELDS = (
     "attempt",
     "depth",
     "depth_limit",
-    "parent_id",
+    "parent",
     "output_data",
     "error_code",
     "error_message",
@@ -736,62 +750,70 @@ _VIEW_FIELDS = (
     "spawn_group",
     "started_at",
     "created_at",
-    "created_by_id",
-    "lease_owner",
-    "lease_expires_at",
-    "wake_at",
-    "entity__status",
+    "created_by",
+    "resumed",
 )
 _ASLEEP = (RunStatus.PAUSED, RunStatus.BLOCKED)
 _STEP_DONE = ("COMPLETED", "FAILED", "SKIPPED", "CANCELLED")
-_TAKE_SEQ = (  # the table name is the model's own, not input
-    f"UPDATE {TraceSequence._meta.db_table} SET last_seq = last_seq + %s "  # noqa: S608
-    "WHERE trace_id = %s RETURNING last_seq"
+_CHILD_FIELDS = (
+    "id",
+    "status",
+    "output_data",
+    "error_code",
+    "error_message",
+    "parent_step_key",
+    "group_index",
 )
-
-
-def _uuid_param(value: str) -> Any:
-    """UUIDs as the backend stores them: native on PostgreSQL, 32 hex digits on SQLite."""
-    parsed = uuid.UUID(str(value))
-    return parsed if connection.vendor == "postgresql" else parsed.hex
-
-
-def _add_counters(
-    run: RunView, *, cost: Decimal, tokens: int, llm_calls: int = 0, tool_calls: int = 0
-) -> None:
-    """A call counts for the run and every ancestor."""
-    Run.objects.filter(pk__in=[run.id, *run.lineage]).update(
-        total_cost_usd=F("total_cost_usd") + cost,
-        total_tokens=F("total_tokens") + tokens,
-        llm_calls=F("llm_calls") + llm_calls,
-        tool_calls=F("tool_calls") + tool_calls,
-    )
+# A child run's columns that its spawn leaves at their defaults.
+_NEW_RUN = {
+    "span_id": "",
+    "status": RunStatus.PENDING,
+    "context": {},
+    "output_data": None,
+    "state": {},
+    "dynamic_plan": None,
+    "cursor": 0,
+    "iteration": 1,
+    "attempt": 1,
+    "error_code": "",
+    "error_message": "",
+    "started_at": None,
+    "completed_at": None,
+    "execution_time_ms": None,
+    "total_cost_usd": Decimal(0),
+    "total_tokens": 0,
+    "llm_calls": 0,
+    "tool_calls": 0,
+    "lease_owner": "",
+    "lease_expires_at": None,
+    "wake_at": None,
+    "resumed": False,
+}
+_STEP_UPDATED = (
+    "position",
+    "name",
+    "type",
+    "status",
+    "input",
+    "output",
+    "error_code",
+    "error_message",
+    "finished_at",
+)
 
 
 def append_events(trace_id: str, run_id: str, items: list[tuple[str, dict]]) -> None:
     """Append events with the trace's next sequence numbers; send them after commit."""
     if not items:
         return
-    # One statement takes the numbers (and the root's row lock until commit, so a trace's
-    # events commit in order).
-    with connection.cursor() as cursor:
-        cursor.execute(_TAKE_SEQ, [len(items), _uuid_param(trace_id)])
-        row = cursor.fetchone()
-    if row is None:  # the trace's first events
+    now = timezone.now()
+    first = sql.append_events(trace_id, run_id, items, now)
+    if first is None:  # the trace's first events
         TraceSequence.objects.get_or_create(trace_id=trace_id)
-        with connection.cursor() as cursor:
-            cursor.execute(_TAKE_SEQ, [len(items), _uuid_param(trace_id)])
-            row = cursor.fetchone()
-    (last,) = row
-    first = last - len(items) + 1
-    rows = [
-        RunEvent(trace_id=trace_id, seq=first + i, run_id=run_id, type=kind, payload=payload)
-        for i, (kind, payload) in enumerate(items)
-    ]
-    RunEvent.objects.bulk_create(rows)
+        first = sql.append_events(trace_id, run_id, items, now)
     messages = [
-        {"seq": row.seq, "run_id": str(run_id), "type": row.type, "payload": row.payload}
-        for row in rows
+        {"seq": first + i, "run_id": str(run_id), "type": kind, "payload": payload}
+        for i, (kind, payload) in enumerate(items)
     ]
     transaction.on_commit(lambda: _broadcast(str(trace_id), messages))
 

@@ -71,6 +71,7 @@ class RunView:
     error_code: str = ""
     error_message: str = ""
     cancel_requested: bool = False
+    cancel_fresh: bool = False  # the store read the cancel flag since the last step began
 
 
 @dataclass(frozen=True)
