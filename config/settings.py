@@ -272,6 +272,20 @@ HIERARCH_MODEL_TIMEOUT_S = env_int("HIERARCH_MODEL_TIMEOUT_S", 60)
 HIERARCH_HTTP_ALLOWED_HOSTS = env_list("HIERARCH_HTTP_ALLOWED_HOSTS", [])
 HIERARCH_HTTP_ALLOW_PRIVATE = env_bool("HIERARCH_HTTP_ALLOW_PRIVATE", False)
 
+# Tool rate limits (calls_per_minute, calls_per_hour) are counted where every worker sees them:
+# `redis` (REDIS_URL), `database` (a counter row per tool and window), or `auto`: Redis when
+# REDIS_URL is set, else the database.
+HIERARCH_RATE_LIMIT_BACKEND = env_choice(
+    "HIERARCH_RATE_LIMIT_BACKEND", "auto", ("auto", "redis", "database")
+)
+if HIERARCH_RATE_LIMIT_BACKEND == "redis" and not REDIS_URL:
+    raise ImproperlyConfigured("HIERARCH_RATE_LIMIT_BACKEND=redis needs REDIS_URL to be set")
+
+# The credential vault: Fernet keys (comma-separated, newest first). The newest encrypts, every
+# key decrypts, `manage.py rotate_vault_key` re-encrypts everything with the newest. Empty: one
+# key derived from SECRET_KEY (governance/vault.py), so the embedded default needs no setup.
+HIERARCH_VAULT_KEYS = env_list("HIERARCH_VAULT_KEYS", [])
+
 # Governance defaults, in one namespaced dict.
 HIERARCH_GOVERNANCE = {
     "DEFAULT_MAX_RECURSION_DEPTH": 5,

@@ -803,7 +803,9 @@ class WorkspaceAdmin(admin.ModelAdmin):
         with transaction.atomic():
             super().save_model(request, obj, form, change)
             if not change:
-                membership_grant(workspace=obj, user=request.user, role=Role.ADMIN)
+                membership_grant(
+                    workspace=obj, user=request.user, role=Role.ADMIN, actor=request.user
+                )
 
 
 class MembershipForm(forms.ModelForm):
@@ -843,13 +845,14 @@ class MembershipAdmin(WorkspaceScopedAdmin):
             workspace=form.cleaned_data["workspace"],
             user=form.cleaned_data["username"],
             role=form.cleaned_data["role"],
+            actor=request.user,
         )
         obj.pk, obj.user, obj.workspace = membership.pk, membership.user, membership.workspace
         obj.created_at = membership.created_at
 
     def delete_model(self, request: HttpRequest, obj: Membership) -> None:
-        membership_revoke(membership=obj)
+        membership_revoke(membership=obj, actor=request.user)
 
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
         for membership in queryset:
-            membership_revoke(membership=membership)
+            membership_revoke(membership=membership, actor=request.user)

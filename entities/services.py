@@ -38,6 +38,8 @@ from entities.models import (
 )
 from entities.validation import Catalog, Draft, entity_key, graph_problems, lay_over
 from entities.versioning import bump_version, classify
+from governance.audit import audit_record, digest
+from governance.models import AuditAction
 from tools.models import Tool
 
 # Which status may follow which (seed 000 §3.1: transitions are logged for compliance).
@@ -67,6 +69,9 @@ class _Item:
     label: str
     definition: dict | None = None
     key: str = ""
+    # What the entity was before the save, for the audit log.
+    previous: dict | None = None
+    before_status: str = ""
 
 
 def entity_save(
@@ -107,6 +112,7 @@ def entities_import(
         targets=targets,
         labels=labels_for(definitions),
         keep_timestamps=True,
+        audit_action=AuditAction.ENTITY_IMPORTED,
     )
 
 
@@ -137,8 +143,14 @@ def entities_save(
     labels: list[str],
     user: Any = None,
     keep_timestamps: bool = False,
+    audit_action: str | None = None,
+    audit_details: dict | None = None,
 ) -> list[SaveResult]:
-    """Validate and write a batch of definitions; `targets[i]` is the entity to update."""
+    """Validate and write a batch of definitions; `targets[i]` is the entity to update.
+
+    Each new version is audited as `audit_action` (by default entity.created or
+    entity.updated, with `audit_details` added to the record's `after`), each status change
+    as entity.status_changed."""
     with transaction.atomic():
         # One design-time writer per workspace at a time: two saves that each look fine
         # could together form a cycle.
@@ -150,7 +162,10 @@ def entities_save(
         problems = _check(workspace, items)
         if problems:
             raise DefinitionInvalid(problems)
-        return _write(workspace, items, user=user, keep_timestamps=keep_timestamps)
+        results = _write(workspace, items, user=user, keep_timestamps=keep_timestamps)
+        for result, item in zip(results, items, strict=True):
+            _audit_save(result, item, user=user, action=audit_action, details=audit_details)
+        return results
 
 
 # Sections the workspace-wide checks read; a definition with a problem in one of them takes
@@ -366,7 +381,52 @@ def _write(
         before = None if item.key in created else previous.get(fresh.pk)
         version = _record_version(fresh, before, user=user, tools=tools, now=now)
         results.append(SaveResult(entity=fresh, created=item.key in created, version=version))
+        item.previous, item.before_status = before, before_status
     return results
+
+
+def _audit_save(
+    result: SaveResult, item: _Item, *, user: Any, action: str | None, details: dict | None
+) -> None:
+    """The audit records of one saved definition: its new version, its status change."""
+    entity, previous, before_status = result.entity, item.previous, item.before_status
+    if result.version is not None:
+        if action is None:
+            action = AuditAction.ENTITY_CREATED if result.created else AuditAction.ENTITY_UPDATED
+        before = None
+        if previous is not None:
+            before = {
+                "version": previous["metadata"].get("version"),
+                "definition_sha256": digest(previous),
+            }
+        audit_record(
+            workspace=entity.workspace_id,
+            action=action,
+            actor=user,
+            target=entity,
+            object_label=entity.name,
+            before=before,
+            after={
+                "type": entity.type,
+                "status": entity.status,
+                "version": entity.version,
+                "change": result.version.change,
+                "summary": result.version.summary,
+                # Pins the version snapshot: an edited EntityVersion no longer matches.
+                "definition_sha256": digest(result.version.definition),
+                **(details or {}),
+            },
+        )
+    if before_status and entity.status != before_status:
+        audit_record(
+            workspace=entity.workspace_id,
+            action=AuditAction.ENTITY_STATUS_CHANGED,
+            actor=user,
+            target=entity,
+            object_label=entity.name,
+            before={"status": before_status},
+            after={"status": entity.status},
+        )
 
 
 def _latest_definitions(entities: list[Entity]) -> dict[Any, dict]:
@@ -521,6 +581,15 @@ def entity_set_status(
             changed_by=_user_or_none(user),
             reason=reason[:200],
         )
+        audit_record(
+            workspace=entity.workspace_id,
+            action=AuditAction.ENTITY_STATUS_CHANGED,
+            actor=user,
+            target=entity,
+            object_label=entity.name,
+            before={"status": entity.status},
+            after={"status": status, "reason": change.reason},
+        )
         entity.status = status
         entity.updated_at = timezone.now()
         entity.save(update_fields=["status", "updated_at"])
@@ -530,14 +599,24 @@ def entity_set_status(
 def entity_rollback(*, version: EntityVersion, user: Any = None) -> SaveResult:
     """Restore a snapshot as a new version. Tools are restored by reference: the registry's
     current definition of each tool is kept, so a rollback never changes another entity."""
-    entity = version.entity
+    # The entity as it is now: the version's cached entity may be stale, and its status is
+    # kept (a rollback restores a definition, not a lifecycle state).
+    entity = Entity.objects.get(pk=version.entity_id)
     definition = copy.deepcopy(version.definition)
     definition["metadata"]["status"] = entity.status
     definition["metadata"]["type"] = entity.type
     definition["capabilities"]["tools"] = [
         {"tool_id": tool["tool_id"]} for tool in definition["capabilities"].get("tools", [])
     ]
-    return entity_save(workspace=entity.workspace, definition=definition, user=user, entity=entity)
+    return entities_save(
+        workspace=entity.workspace,
+        definitions=[definition],
+        targets=[entity],
+        labels=[""],
+        user=user,
+        audit_action=AuditAction.ENTITY_ROLLED_BACK,
+        audit_details={"restored_from": version.version},
+    )[0]
 
 
 def entity_delete_problems(entities: list[Entity]) -> list[Problem]:
@@ -589,6 +668,15 @@ def entities_delete(*, workspace: Workspace, entities: list[Entity], user: Any =
         if problems:
             raise DefinitionInvalid(problems)
         doomed = [entity.pk for entity in entities]
+        for entity in entities:
+            audit_record(
+                workspace=workspace,
+                action=AuditAction.ENTITY_DELETED,
+                actor=user,
+                target=entity,
+                object_label=entity.name,
+                before={"type": entity.type, "status": entity.status, "version": entity.version},
+            )
         ChildLink.objects.filter(parent__in=doomed).delete()
         PlanStep.objects.filter(entity__in=doomed).delete()
         count, _ = Entity.objects.filter(pk__in=doomed).delete()

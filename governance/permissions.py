@@ -17,6 +17,8 @@ from guardian.models import GroupObjectPermission, UserObjectPermission
 from guardian.shortcuts import assign_perm, remove_perm
 
 from entities.models import Membership, Role, Workspace
+from governance.audit import audit_record
+from governance.models import AuditAction
 
 VIEW = "view_workspace"
 DESIGN = "design_workspace"
@@ -104,22 +106,42 @@ def _forget(user: Any) -> None:
     user.__dict__.pop("_hierarch_workspace_ids", None)
 
 
-def membership_grant(*, workspace: Workspace, user: Any, role: str) -> Membership:
-    """Give `user` the role in the workspace (idempotent)."""
+def membership_grant(
+    *, workspace: Workspace, user: Any, role: str, actor: Any = None
+) -> Membership:
+    """Give `user` the role in the workspace (idempotent); `actor` is who grants it (None:
+    the system), for the audit log."""
     if role not in ROLE_PERMISSIONS:
         raise ValueError(f"{role!r} is not a role; use one of {', '.join(ROLE_PERMISSIONS)}")
     with transaction.atomic():
-        membership, _ = Membership.objects.get_or_create(workspace=workspace, user=user, role=role)
+        membership, created = Membership.objects.get_or_create(
+            workspace=workspace, user=user, role=role
+        )
         for perm in ROLE_PERMISSIONS[role]:
             assign_perm(_codename(perm), user, workspace)
+        if created:
+            audit_record(
+                workspace=workspace,
+                action=AuditAction.MEMBERSHIP_GRANTED,
+                actor=actor,
+                target=membership,
+                after={"user": user.get_username(), "role": role},
+            )
     _forget(user)
     return membership
 
 
-def membership_revoke(*, membership: Membership) -> None:
+def membership_revoke(*, membership: Membership, actor: Any = None) -> None:
     """Take one role away; permissions another remaining role still grants are kept."""
     with transaction.atomic():
         workspace, user = membership.workspace, membership.user
+        audit_record(
+            workspace=workspace,
+            action=AuditAction.MEMBERSHIP_REVOKED,
+            actor=actor,
+            target=membership,
+            before={"user": user.get_username(), "role": membership.role},
+        )
         membership.delete()
         remaining = set(
             Membership.objects.filter(workspace=workspace, user=user).values_list("role", flat=True)

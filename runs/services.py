@@ -8,6 +8,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from entities.models import Entity
+from governance.audit import audit_record
+from governance.models import AuditAction
 from governance.permissions import OPERATE, has_perm
 from runs.executors import enqueue
 from runs.models import ACTIVE, Run, RunStatus, TraceSequence
@@ -61,6 +63,14 @@ def run_start(
             str(run.pk),
             [("run.created", {"run_id": str(run.pk), "entity": entity.name, "type": entity.type})],
         )
+        audit_record(
+            workspace=entity.workspace_id,
+            action=AuditAction.RUN_STARTED,
+            actor=user,
+            target=run,
+            object_label=entity.name,
+            after={"entity": entity.name, "version": version.version},
+        )
         enqueue(str(run.pk))
     return run
 
@@ -81,6 +91,13 @@ def run_cancel(*, run: Run, user: Any = None) -> int:
         # The run's row first: a spawn under way finishes before the subtree is read, and a
         # spawn after this sees the flag (runs/store.py spawn).
         Run.objects.select_for_update().filter(pk=run.pk).update(cancel_requested=True)
+        audit_record(
+            workspace=run.workspace_id,
+            action=AuditAction.RUN_CANCELLED,
+            actor=user,
+            target=run,
+            object_label=run.entity.name,
+        )
     for _ in range(5):  # children started meanwhile are found on the next pass
         ids = set(_subtree(run)) - asked
         if not ids:
