@@ -78,6 +78,7 @@ class AuditAction(models.TextChoices):
     ENTITY_IMPORTED = "entity.imported"
     RUN_STARTED = "run.started"
     RUN_CANCELLED = "run.cancelled"
+    RUN_BUDGET_RAISED = "run.budget_raised"
     APPROVAL_DECIDED = "approval.decided"
     MEMBERSHIP_GRANTED = "membership.granted"
     MEMBERSHIP_REVOKED = "membership.revoked"

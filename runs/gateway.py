@@ -113,6 +113,33 @@ class LiteLLMGateway:
         latency_ms = round((time.perf_counter() - started) * 1000)
         return self._reply(request, response, latency_ms, offline)
 
+    def estimate_cost(self, request: ModelRequest) -> Decimal:
+        """The most the call can cost, set aside against a budget before it is made: its
+        prompt, and `max_tokens` of answer (else the model's own output limit), at the
+        model's price. 0 when the price is unknown (the call is then checked only after)."""
+        litellm = litellm_module()
+        if request.provider == OFFLINE_PROVIDER:
+            offline = self._offline_settings()
+            prices = (
+                float(offline["PRICE_PER_1K_INPUT_TOKENS"]) / 1000,
+                float(offline["PRICE_PER_1K_OUTPUT_TOKENS"]) / 1000,
+            )
+            most_out = request.max_tokens or ESTIMATE_OUTPUT_TOKENS
+        else:
+            known = litellm.model_cost.get(f"{request.provider}/{request.model}") or (
+                litellm.model_cost.get(request.model) or {}
+            )
+            prices = (
+                float(known.get("input_cost_per_token") or 0),
+                float(known.get("output_cost_per_token") or 0),
+            )
+            most_out = request.max_tokens or int(
+                known.get("max_output_tokens") or ESTIMATE_OUTPUT_TOKENS
+            )
+        prompt = self._count_messages(request)
+        cost = prompt * prices[0] + most_out * prices[1]
+        return Decimal(f"{cost:.6f}") + Decimal("0.000001") if cost else Decimal(0)
+
     def count_tokens(self, model: str, text: str) -> int:
         try:
             return int(litellm_module().token_counter(model=model, text=text))
@@ -264,6 +291,7 @@ class LiteLLMGateway:
 
 
 _priced: dict[str, tuple[float, float]] = {}
+ESTIMATE_OUTPUT_TOKENS = 4096  # a call's answer when neither the call nor the model says
 
 
 def _price_offline_model(litellm: ModuleType, model: str, offline: dict[str, Any]) -> None:

@@ -97,6 +97,22 @@ class Run(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     wake_at = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # Governance (seed 000 §3.7): the run's deadline, its call limits (of the run and its
+    # descendants), and its budget. A budget follows seed 004: a child with a budget of its
+    # own reserves it from the nearest ancestor with a budget (its anchor) when it starts and
+    # gives back what it did not use when it ends; a call reserves its estimated cost at the
+    # run's anchor before it is made. `total_cost_usd + reserved_usd <= budget_usd` holds at
+    # every moment.
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    max_llm_calls = models.PositiveIntegerField(null=True, blank=True)
+    max_tool_calls = models.PositiveIntegerField(null=True, blank=True)
+    budget_usd = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    reserved_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    budget_anchor = models.UUIDField(null=True, blank=True)  # the nearest run with a budget
+    limited = models.BooleanField(default=False)  # a call limit applies here or above
+    # alert_threshold_usd: the write that takes the run's cost across it raises the alert.
+    cost_alert_usd = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+
     # Whether the last claim found the lease of a worker that did not finish its advance:
     # the engine then looks for the calls that worker recorded before paying for them again.
     resumed = models.BooleanField(default=False)

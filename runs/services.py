@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db import transaction
@@ -11,8 +12,10 @@ from entities.models import Entity
 from governance.audit import audit_record
 from governance.models import AuditAction
 from governance.permissions import OPERATE, has_perm
+from runs import sql
+from runs.engine.core import BUDGET_EXHAUSTED, run_limits
 from runs.executors import enqueue
-from runs.models import ACTIVE, Run, RunStatus, TraceSequence
+from runs.models import ACTIVE, TERMINAL, Run, RunStatus, TraceSequence
 from runs.store import append_events, latest_version, pinned_definition
 
 
@@ -52,6 +55,8 @@ def run_start(
             depth_limit=limit,
             created_by=user if getattr(user, "is_authenticated", False) else None,
         )
+        for name, value in run_limits(definition, str(run.id), None).items():
+            setattr(run, name, value)
         run.trace_id = run.id
         run.save()
         TraceSequence.objects.create(trace_id=run.trace_id)
@@ -112,6 +117,89 @@ def run_cancel(*, run: Run, user: Any = None) -> int:
     for row in idle.only("pk"):
         enqueue(str(row.pk))
     return Run.objects.filter(pk__in=asked, cancel_requested=True).count()
+
+
+def run_raise_budget(*, run: Run, budget_usd: Any, user: Any = None) -> list[str]:
+    """Raise the budget (max_cost_usd) of a run that has one of its own, and resume the runs
+    that wait BLOCKED on it (budget_exhausted): each re-runs the step it stopped at. Answers
+    their ids. The raise is set aside at the run's own anchor first, when it has one: a
+    child's budget never outgrows its parent's."""
+    if user is not None and not has_perm(user, OPERATE, run.workspace):
+        raise RunRefused(
+            "PERMISSION_DENIED",
+            f"{getattr(user, 'username', 'this user')} may not change runs in "
+            f"{run.workspace.name}; the operator role is needed",
+        )
+    try:
+        new = Decimal(str(budget_usd))
+    except (InvalidOperation, ValueError):
+        raise RunRefused("INVALID_INPUT", f"budget_usd {budget_usd!r} is not a number") from None
+    if not new.is_finite() or new <= 0:
+        raise RunRefused("INVALID_INPUT", f"budget_usd must be a positive amount, not {new}")
+    with transaction.atomic():
+        row = Run.objects.select_for_update().select_related("entity").get(pk=run.pk)
+        if row.budget_usd is None or str(row.budget_anchor) != str(row.pk):
+            raise RunRefused(
+                "VALIDATION_ERROR",
+                f"this {row.entity.name} run has no budget of its own (max_cost_usd); raise the "
+                "budget of the run it is drawn from",
+            )
+        if row.status in TERMINAL:
+            raise RunRefused("CONFLICT", f"the run is {row.status.lower()} already")
+        held = row.total_cost_usd + row.reserved_usd
+        if new < held:
+            raise RunRefused(
+                "VALIDATION_ERROR",
+                f"budget_usd {new} is less than the ${held.normalize()} this run has spent or "
+                "set aside",
+            )
+        increase = new - row.budget_usd
+        if increase > 0 and row.parent_id is not None:
+            parent_anchor = Run.objects.values_list("budget_anchor", flat=True).get(
+                pk=row.parent_id
+            )
+            if parent_anchor is not None and not sql.reserve_budget(str(parent_anchor), increase):
+                raise RunRefused(
+                    "BUDGET_EXHAUSTED",
+                    f"the budget this run is drawn from has no ${increase.normalize()} left: "
+                    "raise that one first",
+                )
+        if increase < 0 and row.parent_id is not None:
+            parent_anchor = Run.objects.values_list("budget_anchor", flat=True).get(
+                pk=row.parent_id
+            )
+            if parent_anchor is not None:
+                sql.unreserve(str(parent_anchor), -increase)
+        before = row.budget_usd
+        Run.objects.filter(pk=row.pk).update(budget_usd=new)
+        blocked = list(
+            Run.objects.filter(
+                budget_anchor=row.pk,
+                status=RunStatus.BLOCKED,
+                error_code=BUDGET_EXHAUSTED,
+            ).values_list("pk", flat=True)
+        )
+        Run.objects.filter(pk__in=blocked).update(
+            status=RunStatus.RUNNING, error_code="", error_message=""
+        )
+        for blocked_id in blocked:
+            append_events(
+                str(row.trace_id),
+                str(blocked_id),
+                [("run.status", {"status": "RUNNING", "reason": "budget raised"})],
+            )
+        audit_record(
+            workspace=row.workspace_id,
+            action=AuditAction.RUN_BUDGET_RAISED,
+            actor=user,
+            target=row,
+            object_label=row.entity.name,
+            before={"budget_usd": str(before)},
+            after={"budget_usd": str(new), "resumed": [str(pk) for pk in blocked]},
+        )
+        for blocked_id in blocked:
+            enqueue(str(blocked_id))
+    return [str(pk) for pk in blocked]
 
 
 def _subtree(run: Run) -> list:

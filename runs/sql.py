@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -176,18 +177,22 @@ def claim(
 def update_run(run_id: str, owner: str, values: dict[str, Any]) -> bool | None:
     """Write the run's columns if `owner` holds its lease (a fenced write); answer whether a
     cancel was requested, or None when the lease is someone else's."""
-    table = quote(Run._meta.db_table)
-    names = list(values)
-    assignments = ", ".join(f"{quote(Run._meta.get_field(n).column)} = %s" for n in names)
-    sql = (
-        f"UPDATE {table} SET {assignments} "  # noqa: S608
-        "WHERE id = %s AND lease_owner = %s RETURNING cancel_requested"
-    )
+    names = tuple(values)
+    sql = _update_sql(connection.vendor, names)
     params = [prep(Run, n, values[n]) for n in names]
     with _cursor() as cursor:
         cursor.execute(sql, [*params, run_id_param(run_id), owner])
         row = cursor.fetchone()
     return None if row is None else bool(row[0])
+
+
+@functools.lru_cache(maxsize=64)
+def _update_sql(vendor: str, names: tuple[str, ...]) -> str:
+    assignments = ", ".join(f"{quote(Run._meta.get_field(n).column)} = %s" for n in names)
+    return (
+        f"UPDATE {quote(Run._meta.db_table)} SET {assignments} "  # noqa: S608
+        "WHERE id = %s AND lease_owner = %s RETURNING cancel_requested"
+    )
 
 
 def add_counters(
@@ -200,28 +205,32 @@ def add_counters(
     tokens: int,
     llm_calls: int = 0,
     tool_calls: int = 0,
-) -> bool | None:
+    anchor: str | None = None,
+    estimate: Decimal | None = None,
+) -> tuple[bool, list[str]] | None:
     """Add a call to the counters of the run and every ancestor and renew the run's lease, in
-    one statement fenced on the run's lease; answer the run's cancel flag, or None when the
-    lease is someone else's (nothing is written then)."""
-    table = quote(Run._meta.db_table)
+    one statement fenced on the run's lease. With a budget `anchor` (the nearest run with a
+    budget), `estimate` is what `reserve` set aside there for this call: it is given back,
+    and every run with a budget above the anchor turns the call's cost from reserved into
+    used (it had reserved its child's whole budget).
+
+    Answers the run's cancel flag and the runs whose alert threshold this call crossed, or
+    None when the lease is someone else's (nothing is written then)."""
     ids = [run_id_param(value) for value in [run_id, *lineage]]
     mine = run_id_param(run_id)
-    sql = (
-        f"UPDATE {table} SET total_cost_usd = total_cost_usd + %s, "  # noqa: S608
-        "total_tokens = total_tokens + %s, llm_calls = llm_calls + %s, "
-        "tool_calls = tool_calls + %s, "
-        "lease_expires_at = CASE WHEN id = %s THEN %s ELSE lease_expires_at END "
-        f"WHERE id IN ({marks(ids)}) AND (id <> %s OR lease_owner = %s) "
-        "RETURNING CASE WHEN id = %s THEN 1 ELSE 0 END, cancel_requested"
-    )
+    price = prep(Run, "total_cost_usd", cost)
+    held = prep(Run, "reserved_usd", estimate or Decimal(0))
+    sql = _counters_sql(connection.vendor, len(ids))
     params = [
-        prep(Run, "total_cost_usd", cost),
+        price,
         tokens,
         llm_calls,
         tool_calls,
         mine,
         prep(Run, "lease_expires_at", until),
+        run_id_param(anchor) if anchor else None,
+        held,
+        price,
         *ids,
         mine,
         owner,
@@ -230,10 +239,113 @@ def add_counters(
     with _cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    for is_mine, cancelled in rows:
+    cancelled = None
+    crossed = []
+    for row_id, is_mine, flag, total, alert in rows:
         if is_mine:
-            return bool(cancelled)
-    return None
+            cancelled = bool(flag)
+        if alert is not None:  # the write that took the cost across the threshold
+            total, alert = _dollars(total), _dollars(alert)
+            if total >= alert > total - cost:
+                crossed.append(str(uuid.UUID(str(row_id))))
+    return None if cancelled is None else (cancelled, crossed)
+
+
+def _dollars(value: Any) -> Decimal:
+    """A cost column's value as read back raw (SQLite gives a float) in micro-dollars."""
+    return Decimal(str(value)).quantize(Decimal("0.000001"))
+
+
+@functools.lru_cache(maxsize=32)
+def _counters_sql(vendor: str, count: int) -> str:
+    return (
+        f"UPDATE {quote(Run._meta.db_table)} SET "  # noqa: S608
+        "total_cost_usd = total_cost_usd + %s, total_tokens = total_tokens + %s, "
+        "llm_calls = llm_calls + %s, tool_calls = tool_calls + %s, "
+        "lease_expires_at = CASE WHEN id = %s THEN %s ELSE lease_expires_at END, "
+        "reserved_usd = CASE WHEN id = %s THEN reserved_usd - %s "
+        "WHEN budget_usd IS NOT NULL THEN reserved_usd - %s ELSE reserved_usd END "
+        f"WHERE id IN ({marks(range(count))}) AND (id <> %s OR lease_owner = %s) "
+        "RETURNING id, CASE WHEN id = %s THEN 1 ELSE 0 END, cancel_requested, "
+        "total_cost_usd, cost_alert_usd"
+    )
+
+
+def reserve(
+    run_id: str,
+    lineage: list[str],
+    *,
+    llm_calls: int,
+    tool_calls: int,
+    anchor: str | None,
+    estimate: Decimal,
+) -> bool:
+    """Count a call before it is made, for the run and every ancestor, and set its estimated
+    cost aside at the budget anchor: all or nothing. False (nothing written) when a call
+    limit of one of them, or the anchor's budget, has no room for it."""
+    ids = [run_id_param(value) for value in [run_id, *lineage]]
+    held = prep(Run, "reserved_usd", estimate)
+    sql = (
+        f"UPDATE {quote(Run._meta.db_table)} SET "  # noqa: S608
+        "llm_calls = llm_calls + %s, tool_calls = tool_calls + %s, "
+        "reserved_usd = CASE WHEN id = %s THEN reserved_usd + %s ELSE reserved_usd END "
+        f"WHERE id IN ({marks(ids)}) "
+        "AND (max_llm_calls IS NULL OR llm_calls + %s <= max_llm_calls) "
+        "AND (max_tool_calls IS NULL OR tool_calls + %s <= max_tool_calls) "
+        "AND (id <> %s OR budget_usd IS NULL OR total_cost_usd + reserved_usd + %s <= budget_usd)"
+    )
+    anchor_param = run_id_param(anchor) if anchor else None
+    params = [
+        llm_calls,
+        tool_calls,
+        anchor_param,
+        held,
+        *ids,
+        llm_calls,
+        tool_calls,
+        anchor_param,
+        held,
+    ]
+    with _cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount == len(ids)
+
+
+def unreserve(anchor: str, amount: Decimal) -> None:
+    """Give back what was set aside at a budget anchor."""
+    with _cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {quote(Run._meta.db_table)} SET reserved_usd = reserved_usd - %s "  # noqa: S608
+            "WHERE id = %s",
+            [prep(Run, "reserved_usd", amount), run_id_param(anchor)],
+        )
+
+
+def reserve_budget(anchor: str, amount: Decimal) -> bool:
+    """Set a child's budget aside at its parent's anchor; False (nothing written) when the
+    anchor's budget has no room for it."""
+    held = prep(Run, "reserved_usd", amount)
+    with _cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {quote(Run._meta.db_table)} SET reserved_usd = reserved_usd + %s "  # noqa: S608
+            "WHERE id = %s AND total_cost_usd + reserved_usd + %s <= budget_usd",
+            [held, run_id_param(anchor), held],
+        )
+        return cursor.rowcount == 1
+
+
+def return_budget(run_id: str, parent_id: str) -> None:
+    """A run with a budget of its own ends: give what it did not use back to the anchor its
+    budget was set aside at (its parent's anchor), whatever became of it."""
+    table = quote(Run._meta.db_table)
+    sql = (
+        f"UPDATE {table} SET reserved_usd = reserved_usd - ("  # noqa: S608
+        f"SELECT CASE WHEN c.budget_usd > c.total_cost_usd "
+        f"THEN c.budget_usd - c.total_cost_usd ELSE 0 END FROM {table} c WHERE c.id = %s) "
+        f"WHERE id = (SELECT p.budget_anchor FROM {table} p WHERE p.id = %s)"
+    )
+    with _cursor() as cursor:
+        cursor.execute(sql, [run_id_param(run_id), run_id_param(parent_id)])
 
 
 def insert(
@@ -246,12 +358,32 @@ def insert(
     """INSERT rows (dicts of field names), optionally ON CONFLICT (...) DO UPDATE."""
     if not rows:
         return
-    names = list(rows[0])
+    names = tuple(rows[0])
     fields = [model._meta.get_field(name) for name in names]
-    marks = "(" + ", ".join(["%s"] * len(names)) + ")"
+    sql = _insert_sql(connection.vendor, model, names, len(rows), tuple(conflict), tuple(update))
+    params = [
+        field.get_db_prep_save(row[name], connection)
+        for row in rows
+        for name, field in zip(names, fields, strict=True)
+    ]
+    with _cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+@functools.lru_cache(maxsize=256)
+def _insert_sql(
+    vendor: str,
+    model: type[models.Model],
+    names: tuple[str, ...],
+    count: int,
+    conflict: tuple[str, ...],
+    update: tuple[str, ...],
+) -> str:
+    fields = [model._meta.get_field(name) for name in names]
+    row = "(" + ", ".join(["%s"] * len(names)) + ")"
     sql = (
         f"INSERT INTO {quote(model._meta.db_table)} "  # noqa: S608
-        f"({', '.join(quote(f.column) for f in fields)}) VALUES {', '.join([marks] * len(rows))}"
+        f"({', '.join(quote(f.column) for f in fields)}) VALUES {', '.join([row] * count)}"
     )
     if conflict:
         targets = ", ".join(quote(model._meta.get_field(n).column) for n in conflict)
@@ -260,13 +392,7 @@ def insert(
             for column in (model._meta.get_field(n).column for n in update)
         )
         sql += f" ON CONFLICT ({targets}) DO UPDATE SET {changes}"
-    params = [
-        field.get_db_prep_save(row[name], connection)
-        for row in rows
-        for name, field in zip(names, fields, strict=True)
-    ]
-    with _cursor() as cursor:
-        cursor.execute(sql, params)
+    return sql
 
 
 def append_events(

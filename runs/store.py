@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import threading
@@ -16,7 +17,7 @@ import time
 import uuid
 from collections import OrderedDict
 from datetime import timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.conf import settings
@@ -26,8 +27,18 @@ from django.utils import timezone
 
 from entities.models import Entity, EntityVersion
 from runs import sql
-from runs.engine.core import ChildOutcome, ChildRequest, Events, LeaseLost, RunView, StepRecord
-from runs.engine.ports import ModelReply, ModelRequest, ToolInvocation, ToolResult
+from runs.engine.core import (
+    BUDGET_EXHAUSTED,
+    ChildOutcome,
+    ChildRequest,
+    Events,
+    LeaseLost,
+    LimitReached,
+    RunView,
+    StepRecord,
+    run_limits,
+)
+from runs.engine.ports import LIMIT_EXCEEDED, ModelReply, ModelRequest, ToolInvocation, ToolResult
 from runs.models import (
     TERMINAL,
     Artifact,
@@ -41,6 +52,8 @@ from runs.models import (
 )
 
 _ZERO = Decimal(0)
+_MICRO = Decimal("0.000001")
+log = logging.getLogger(__name__)
 _DEFINITIONS: OrderedDict[tuple[int, str], dict] = OrderedDict()
 _DEFINITIONS_LOCK = threading.Lock()
 
@@ -60,6 +73,11 @@ def pinned_definition(version_id: int, entity_id: Any) -> dict:
         while len(_DEFINITIONS) > 2048:
             _DEFINITIONS.popitem(last=False)
     return definition
+
+
+def to_micros(amount: Decimal) -> Decimal:
+    """An amount of dollars as the cost columns keep it: six decimal places, halves up."""
+    return amount.quantize(_MICRO, ROUND_HALF_UP)
 
 
 def lease_seconds() -> int:
@@ -125,6 +143,9 @@ class OrmRunStore:
             created_by_id=row["created_by"],
             entity_id=str(row["entity"]),
             cancel_fresh=True,
+            deadline=row["deadline_at"],
+            budget_anchor=str(row["budget_anchor"]) if row["budget_anchor"] else None,
+            limited=row["limited"],
         )
         _Heartbeat.start(view, self.owner)
         return view
@@ -165,6 +186,7 @@ class OrmRunStore:
             "error_code": run.error_code,
             "error_message": run.error_message[:10_000],
             "lease_expires_at": now + timedelta(seconds=lease_seconds()),
+            "deadline_at": run.deadline,
             **extra,
         }
         if run.status != RunStatus.PENDING and not run.started:
@@ -211,22 +233,117 @@ class OrmRunStore:
         tokens: int = 0,
         llm_calls: int = 0,
         tool_calls: int = 0,
+        reserved: Decimal | None = None,
     ) -> None:
-        """A call counts for the run and every ancestor; the same statement renews the run's
-        lease, or finds it lost."""
-        self._seen(
-            run,
-            sql.add_counters(
-                run.id,
-                run.lineage,
-                self.owner,
-                timezone.now() + timedelta(seconds=lease_seconds()),
-                cost=cost,
-                tokens=tokens,
-                llm_calls=llm_calls,
-                tool_calls=tool_calls,
-            ),
+        """A call counts for the run and every ancestor (when `reserved` is not None,
+        `reserve_call` counted it already and set `reserved` aside: that is settled now);
+        the same statement renews the run's lease, or finds it lost. A call that takes a
+        run's cost across its alert threshold raises the alert, once."""
+        answer = sql.add_counters(
+            run.id,
+            run.lineage,
+            self.owner,
+            timezone.now() + timedelta(seconds=lease_seconds()),
+            cost=cost,
+            tokens=tokens,
+            llm_calls=0 if reserved is not None else llm_calls,
+            tool_calls=0 if reserved is not None else tool_calls,
+            anchor=run.budget_anchor,
+            estimate=reserved,
         )
+        self._seen(run, None if answer is None else answer[0])
+        if answer[1]:
+            append_events(
+                run.trace_id,
+                run.id,
+                [("cost.alert", {"run_id": crossed}) for crossed in answer[1]],
+            )
+            log.warning("runs %s crossed their cost alert threshold", ", ".join(answer[1]))
+
+    # -- limits ---------------------------------------------------------------------------
+
+    def reserve_call(
+        self, run: RunView, *, llm_calls: int = 0, tool_calls: int = 0, estimate: Decimal
+    ) -> LimitReached | None:
+        if sql.reserve(
+            run.id,
+            run.lineage,
+            llm_calls=llm_calls,
+            tool_calls=tool_calls,
+            anchor=run.budget_anchor,
+            estimate=estimate,
+        ):
+            return None
+        return self._refusal(run, llm_calls, tool_calls, estimate)
+
+    def _refusal(
+        self, run: RunView, llm_calls: int, tool_calls: int, estimate: Decimal
+    ) -> LimitReached:
+        """Why `reserve` found no room: the first run, from this one up, whose limit is hit."""
+        rows = {
+            str(row.pk): row
+            for row in Run.objects.filter(pk__in=[run.id, *run.lineage]).select_related("entity")
+        }
+        for run_id in [run.id, *reversed(run.lineage)]:
+            row = rows.get(run_id)
+            if row is None:
+                continue
+            name = row.entity.name
+            if row.max_llm_calls is not None and row.llm_calls + llm_calls > row.max_llm_calls:
+                return LimitReached(
+                    LIMIT_EXCEEDED,
+                    f"{name} reached max_llm_calls {row.max_llm_calls} "
+                    "(its own model calls and its descendants')",
+                )
+            if row.max_tool_calls is not None and row.tool_calls + tool_calls > row.max_tool_calls:
+                return LimitReached(
+                    LIMIT_EXCEEDED,
+                    f"{name} reached max_tool_calls {row.max_tool_calls} "
+                    "(its own tool calls and its descendants')",
+                )
+            if run_id == run.budget_anchor and row.budget_usd is not None:
+                definition = pinned_definition(row.entity_version_id, row.entity_id)
+                controls = definition["governance"]["cost_controls"]
+                return LimitReached(
+                    BUDGET_EXHAUSTED,
+                    f"budget_exhausted: {name} has spent ${row.total_cost_usd.normalize()} and "
+                    f"holds ${row.reserved_usd.normalize()} for work under way of its "
+                    f"${row.budget_usd.normalize()} max_cost_usd; the next model call may "
+                    f"cost up to ${estimate.normalize()}",
+                    blocks=controls.get("on_budget_exhausted", "BLOCK") == "BLOCK",
+                )
+        return LimitReached(LIMIT_EXCEEDED, "a call limit was reached")  # raced: the row moved
+
+    def _no_room_for_children(self, run: RunView, amount: Decimal) -> LimitReached:
+        row = Run.objects.select_related("entity").get(pk=run.budget_anchor)
+        definition = pinned_definition(row.entity_version_id, row.entity_id)
+        controls = definition["governance"]["cost_controls"]
+        left = row.budget_usd - row.total_cost_usd - row.reserved_usd
+        return LimitReached(
+            BUDGET_EXHAUSTED,
+            f"budget_exhausted: {row.entity.name} has ${left.normalize()} left of its "
+            f"${row.budget_usd.normalize()} max_cost_usd; the children to start ask "
+            f"${amount.normalize()} together",
+            blocks=controls.get("on_budget_exhausted", "BLOCK") == "BLOCK",
+        )
+
+    def unreserve_call(self, run: RunView, estimate: Decimal) -> None:
+        if run.budget_anchor is not None and estimate:
+            sql.unreserve(run.budget_anchor, estimate)
+
+    def cancel_descendants(self, run: RunView) -> list[str]:
+        found: list = []
+        frontier = [run.id]
+        while frontier:
+            frontier = list(
+                Run.objects.filter(parent_id__in=frontier)
+                .exclude(status__in=TERMINAL)
+                .values_list("pk", flat=True)
+            )
+            found.extend(frontier)
+        if found:
+            Run.objects.filter(pk__in=found).update(cancel_requested=True)
+        return [str(pk) for pk in found]
 
     @staticmethod
     def _take_pending(
@@ -270,11 +387,21 @@ class OrmRunStore:
         group = f"{children[0].step_key}#{run.iteration}#{run.attempt}"
         rows = []
         now = timezone.now()
+        reserve = _ZERO
         for request in children:
             entity, version = self._resolved(run.workspace_id, request.entity_ref)
+            child_id = uuid.uuid4()
+            limits = run_limits(
+                pinned_definition(version.pk, entity.pk), str(child_id), run.budget_anchor
+            )
+            limits["limited"] = limits["limited"] or run.limited
+            if limits["budget_usd"] is not None and run.budget_anchor is not None:
+                reserve += limits["budget_usd"]
             rows.append(
                 {
-                    "id": uuid.uuid4(),
+                    **limits,
+                    "deadline_at": run.deadline,
+                    "id": child_id,
                     "workspace": run.workspace_id,
                     "entity": entity.pk,
                     "entity_version": version.pk,
@@ -304,6 +431,10 @@ class OrmRunStore:
         with transaction.atomic():
             # The trace's sequence row first, the runs' rows after: one lock order.
             append_events(run.trace_id, run.id, items)
+            # Children with budgets of their own set them aside at this run's anchor (seed
+            # 004): all of them or none, so siblings never overspend it together.
+            if reserve and not sql.reserve_budget(run.budget_anchor, reserve):
+                raise self._no_room_for_children(run, reserve)
             # The run waits now: let go of the lease in the same write, which locks the run's
             # row and reads its cancel flag: a cancel that came first reaches the new
             # children; one that comes later finds them (run_cancel locks this row too).
@@ -355,6 +486,8 @@ class OrmRunStore:
                 lease_expires_at=None,
             )
             self._write_steps(run, steps)
+            if run.parent_id is not None and run.budget_anchor == run.id:
+                sql.return_budget(run.id, run.parent_id)  # what it did not use goes back
             if run.parent_id is None:
                 # SESSION memory lives as long as the trace (seed 000 §3.6.2).
                 MemoryItem.objects.filter(session=run.trace_id, scope="SESSION").delete()
@@ -395,6 +528,8 @@ class OrmRunStore:
         call_key: str,
         request: ModelRequest,
         reply: ModelReply,
+        *,
+        reserved: Decimal | None = None,
     ) -> None:
         prompt = "\n\n".join(f"[{m['role']}] {m.get('content') or ''}" for m in request.messages)
         tokens = reply.prompt_tokens + reply.completion_tokens
@@ -407,7 +542,9 @@ class OrmRunStore:
         }
         steps, items = self._take_pending(run, [], [("llm.call", event)])
         try:
-            self._record_call(run, step, call_key, request, reply, prompt, tokens, steps, items)
+            self._record_call(
+                run, step, call_key, request, reply, prompt, tokens, steps, items, reserved
+            )
         except IntegrityError:
             # The same call was recorded by a worker that took the run over: this one is late.
             raise LeaseLost(f"run {run.id}: another worker recorded {call_key}") from None
@@ -423,7 +560,9 @@ class OrmRunStore:
         tokens: int,
         steps: list[StepRecord],
         items: list[tuple[str, dict]],
+        reserved: Decimal | None,
     ) -> None:
+        cost = to_micros(reply.cost_usd)  # as the cost columns keep it, everywhere alike
         with transaction.atomic():
             # The trace's sequence row first, the runs' rows after: one lock order.
             append_events(run.trace_id, run.id, items)
@@ -448,7 +587,7 @@ class OrmRunStore:
                         "prompt_tokens": reply.prompt_tokens,
                         "completion_tokens": reply.completion_tokens,
                         "total_tokens": tokens,
-                        "cost_usd": reply.cost_usd,
+                        "cost_usd": cost,
                         "latency_ms": reply.latency_ms,
                         "temperature": request.temperature,
                         "reasoning_mode": request.reasoning_mode,
@@ -465,7 +604,7 @@ class OrmRunStore:
             )
             # Ancestors' rows after the trace's sequence row: every transaction that touches
             # both takes them in this order, so siblings on two workers cannot deadlock.
-            self._count(run, cost=reply.cost_usd, tokens=tokens, llm_calls=1)
+            self._count(run, cost=cost, tokens=tokens, llm_calls=1, reserved=reserved)
 
     def recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None:
         if not run.resumed:
@@ -482,6 +621,8 @@ class OrmRunStore:
         invocation: ToolInvocation,
         result: ToolResult | None,
         error: str = "",
+        *,
+        reserved: Decimal | None = None,
     ) -> None:
         tool = invocation.tool
         event = {
@@ -526,7 +667,7 @@ class OrmRunStore:
                 update=("output_result", "success", "error_message", "latency_ms"),
             )
             # After the trace's sequence row, as in _record_call; fenced on the lease.
-            self._count(run, tool_calls=1)
+            self._count(run, tool_calls=1, reserved=reserved)
 
     # -- memory and artifacts --------------------------------------------------------------
 
@@ -752,6 +893,9 @@ _VIEW_FIELDS = (  # what `load` reads back; a foreign key gives the related row'
     "created_at",
     "created_by",
     "resumed",
+    "deadline_at",
+    "budget_anchor",
+    "limited",
 )
 _ASLEEP = (RunStatus.PAUSED, RunStatus.BLOCKED)
 _STEP_DONE = ("COMPLETED", "FAILED", "SKIPPED", "CANCELLED")
@@ -788,6 +932,7 @@ _NEW_RUN = {
     "lease_expires_at": None,
     "wake_at": None,
     "resumed": False,
+    "reserved_usd": Decimal(0),
 }
 _STEP_UPDATED = (
     "position",

@@ -40,6 +40,8 @@ def sweep(limit: int = 500) -> int:
             | Q(status=RunStatus.PENDING, created_at__lte=now - PENDING_GRACE)
             | Q(status=RunStatus.WAITING) & ~Q(Exists(active_children))
             | Q(status__in=[*ACTIVE, RunStatus.BLOCKED], cancel_requested=True)
+            # Past its deadline (timeout_ms): the engine ends it TIMEOUT.
+            | Q(status__in=[RunStatus.RUNNING, RunStatus.WAITING], deadline_at__lte=now)
         )
         .order_by("created_at")  # the longest forgotten first
         .values_list("pk", flat=True)[:limit]

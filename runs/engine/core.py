@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any, Protocol
 
 import jsonschema
@@ -22,6 +23,7 @@ from runs.engine.ports import (
     INVALID_INPUT,
     LIMIT_EXCEEDED,
     NOT_ACTIVE,
+    TIMEOUT,
     VALIDATION_ERROR,
     ModelClient,
     ModelError,
@@ -72,6 +74,9 @@ class RunView:
     error_message: str = ""
     cancel_requested: bool = False
     cancel_fresh: bool = False  # the store read the cancel flag since the last step began
+    deadline: Any = None  # timeout_ms from the start, or an ancestor's earlier deadline
+    budget_anchor: str | None = None  # the nearest run (this one or above) with a budget
+    limited: bool = False  # a call limit applies to this run or an ancestor
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,8 @@ class RunStore(Protocol):
         call_key: str,
         request: ModelRequest,
         reply: ModelReply,
+        *,
+        reserved: Decimal | None = None,
     ) -> None: ...
 
     def recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None: ...
@@ -167,6 +174,8 @@ class RunStore(Protocol):
         invocation: ToolInvocation,
         result: ToolResult | None,
         error: str = "",
+        *,
+        reserved: Decimal | None = None,
     ) -> None: ...
 
     def memory_read(self, run: RunView) -> list[Any]:
@@ -185,9 +194,56 @@ class RunStore(Protocol):
     def children_definitions(self, run: RunView, refs: list[str]) -> dict[str, dict]:
         """`child_definition` for several references at once."""
 
+    def reserve_call(
+        self, run: RunView, *, llm_calls: int = 0, tool_calls: int = 0, estimate: Decimal
+    ) -> LimitReached | None:
+        """Before a call: count it for the run and every ancestor and set its estimated cost
+        aside at the run's budget anchor, all or nothing; answer why not when a call limit
+        or the budget has no room (nothing is written then). `record_model_call` and
+        `record_tool_call` with `reserved` settle it; `unreserve_call` gives it back."""
+
+    def unreserve_call(self, run: RunView, estimate: Decimal) -> None:
+        """A reserved call that failed before it cost anything gives its estimate back."""
+
+    def cancel_descendants(self, run: RunView) -> list[str]:
+        """Ask every unfinished descendant to stop; answer the ids to hint."""
+
 
 class LeaseLost(Exception):
     """Another worker holds the run now (this one was too slow): stop without writing."""
+
+
+class LimitReached(Exception):
+    """A call limit or a budget has no room for the next call. `blocks`: the run waits
+    (BLOCKED, recoverable by raising the limit and resuming) instead of failing."""
+
+    def __init__(self, code: str, message: str, *, blocks: bool = False):
+        super().__init__(message)
+        self.code = code
+        self.blocks = blocks
+
+
+BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
+_NOTHING = Decimal(0)
+
+
+def run_limits(definition: dict, run_id: str, parent_anchor: str | None) -> dict[str, Any]:
+    """A new run's limits from its entity's governance section (seed 000 §3.7): its call
+    limits, its budget and the run it is anchored at (itself, when it has a budget; else
+    its parent's anchor), and its cost alert threshold."""
+    governance = definition["governance"]
+    limits, costs = governance["execution_limits"], governance["cost_controls"]
+    budget = costs.get("max_cost_usd")
+    alert = costs.get("alert_threshold_usd")
+    return {
+        "max_llm_calls": limits.get("max_llm_calls"),
+        "max_tool_calls": limits.get("max_tool_calls"),
+        "limited": limits.get("max_llm_calls") is not None
+        or limits.get("max_tool_calls") is not None,
+        "budget_usd": None if budget is None else Decimal(str(budget)),
+        "budget_anchor": run_id if budget is not None else parent_anchor,
+        "cost_alert_usd": None if alert is None else Decimal(str(alert)),
+    }
 
 
 class StepFailed(Exception):
@@ -214,7 +270,10 @@ class Engine:
         if run is None:
             return
         try:
-            self._drive(run)
+            try:
+                self._drive(run)
+            except LimitReached as limit:
+                self._limit_reached(run, limit)
         except LeaseLost:
             return  # the run is another worker's now; it carries on from what was recorded
         except Exception as exc:  # a bug must not leave the run RUNNING forever
@@ -237,6 +296,9 @@ class Engine:
             return
         for _ in range(self.max_steps_per_advance):
             if run.status == "WAITING":
+                if self._expired(run):
+                    self._timeout(run)
+                    return
                 if not self._join(run):
                     return
                 continue
@@ -247,6 +309,9 @@ class Engine:
                 return
             if self.store.cancel_requested(run):
                 self._cancel(run)  # the step in flight finished; no new one starts
+                return
+            if self._expired(run):
+                self._timeout(run)
                 return
             first = run.plan[group[0]]
             if first["type"] == plans.CHILD:
@@ -308,6 +373,9 @@ class Engine:
                 [],
             )
             return False
+        timeout_ms = run.definition["governance"]["execution_limits"]["timeout_ms"]
+        own = run.began_at + timedelta(milliseconds=timeout_ms)
+        run.deadline = own if run.deadline is None else min(run.deadline, own)
         names = self._child_names(run)
         static = plans.build_static_plan(run.definition, names)
         run.state = dict(run.input)
@@ -560,6 +628,15 @@ class Engine:
                 output = self._tool_step(run, step, record)
             else:
                 output = self._thought_step(run, step, record)
+        except LimitReached as limit:
+            # No room for the step's next call: it waits with the run (BLOCKED), or fails.
+            record.status = "WAITING" if limit.blocks else "FAILED"
+            record.error_code, record.error_message = limit.code, str(limit)
+            if not limit.blocks:
+                events.add("step.finished", step=step["name"], status="FAILED", error=limit.code)
+            self._later(run, [record], events)
+            self._limit_reached(run, limit)
+            return False
         except StepFailed as failure:
             record.status, record.error_code = "FAILED", failure.code
             record.error_message = str(failure)
@@ -624,9 +701,26 @@ class Engine:
         recorded = self.store.recorded_reply(run, key)
         if recorded is not None:
             return recorded
-        reply = self.model.complete(request)
-        self.store.record_model_call(run, record, key, request, reply)
+        reserved = None
+        if run.limited or run.budget_anchor is not None:
+            estimate = self._estimate(request) if run.budget_anchor is not None else _NOTHING
+            refusal = self.store.reserve_call(run, llm_calls=1, estimate=estimate)
+            if refusal is not None:
+                raise refusal
+            reserved = estimate
+        try:
+            reply = self.model.complete(request)
+        except ModelError:
+            if reserved:
+                self.store.unreserve_call(run, reserved)
+            raise
+        self.store.record_model_call(run, record, key, request, reply, reserved=reserved)
         return reply
+
+    def _estimate(self, request: ModelRequest) -> Decimal:
+        """The most a call can cost, to set aside before it is made (0 when unknown)."""
+        estimate = getattr(self.model, "estimate_cost", None)
+        return estimate(request) if estimate is not None else _NOTHING
 
     def _messages(self, run: RunView, instruction: str) -> tuple[dict[str, Any], ...]:
         """The prompt of a THOUGHT or tool-arguments call under the entity's context
@@ -724,12 +818,18 @@ class Engine:
         recorded = self.store.recorded_tool_result(run, key)
         if recorded is not None:
             return recorded.output
+        reserved = None
+        if run.limited:  # a tool call costs nothing to a budget, but may hit a call limit
+            refusal = self.store.reserve_call(run, tool_calls=1, estimate=_NOTHING)
+            if refusal is not None:
+                raise refusal
+            reserved = _NOTHING
         try:
             result = self.tools.invoke(invocation)
         except ToolError as exc:
-            self.store.record_tool_call(run, record, invocation, None, str(exc))
+            self.store.record_tool_call(run, record, invocation, None, str(exc), reserved=reserved)
             raise StepFailed(exc.code, str(exc), retryable=not exc.permanent) from None
-        self.store.record_tool_call(run, record, invocation, result)
+        self.store.record_tool_call(run, record, invocation, result, reserved=reserved)
         return result.output
 
     # -- endings ------------------------------------------------------------------------------
@@ -870,6 +970,50 @@ class Engine:
         self._fail(run, VALIDATION_ERROR, message, events, [record])
         return "stop"
 
+    def _expired(self, run: RunView) -> bool:
+        return run.deadline is not None and self.clock() > run.deadline
+
+    def _timeout(self, run: RunView) -> None:
+        """Past the deadline: the run ends TIMEOUT and its unfinished descendants stop."""
+        timeout_ms = run.definition["governance"]["execution_limits"]["timeout_ms"]
+        steps = []
+        if run.status == "WAITING" and run.plan:
+            for position in plans.group_at(run.plan, run.cursor):
+                step = run.plan[position]
+                steps.append(
+                    StepRecord(
+                        step["key"],
+                        position,
+                        step["name"],
+                        step["type"],
+                        "FAILED",
+                        run.iteration,
+                        error_code=TIMEOUT,
+                        error_message="the run passed its deadline",
+                    )
+                )
+        for child_id in self.store.cancel_descendants(run):
+            self.enqueue(child_id)
+        self._fail(
+            run,
+            TIMEOUT,
+            f"the run passed its deadline (timeout_ms {timeout_ms}, or an ancestor's)",
+            Events(),
+            steps,
+        )
+
+    def _limit_reached(self, run: RunView, limit: LimitReached) -> None:
+        """A call limit or budget had no room for the next call: fail, or wait BLOCKED at the
+        step (raising the limit and resuming re-runs it)."""
+        if not limit.blocks:
+            code = LIMIT_EXCEEDED if limit.code == BUDGET_EXHAUSTED else limit.code
+            self._fail(run, code, str(limit), Events(), [])
+            return
+        run.status, run.error_code, run.error_message = "BLOCKED", limit.code, str(limit)
+        events = Events()
+        events.add("run.status", status="BLOCKED", reason="budget_exhausted", message=str(limit))
+        self.store.save(run, steps=[], events=events)
+
     def _fail(
         self, run: RunView, code: str, message: str, events: Events, steps: list[StepRecord]
     ) -> None:
@@ -931,4 +1075,4 @@ def input_problems(definition: dict, run_input: Any) -> list[str]:
     return rule_problems(definition["io_contract"]["input"]["validation_rules"], run_input)
 
 
-__all__ = ["Engine", "RunView", "RunStore", "LIMIT_EXCEEDED"]
+__all__ = ["Engine", "RunView", "RunStore", "LimitReached", "BUDGET_EXHAUSTED", "LIMIT_EXCEEDED"]

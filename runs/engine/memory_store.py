@@ -23,20 +23,23 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from runs.engine.context import InMemoryArtifactStore
 from runs.engine.core import (
+    BUDGET_EXHAUSTED,
     TERMINAL,
     ChildOutcome,
     ChildRequest,
     Events,
     LeaseLost,
+    LimitReached,
     RunView,
     StepRecord,
+    run_limits,
 )
-from runs.engine.ports import ModelReply, ModelRequest, ToolInvocation, ToolResult
+from runs.engine.ports import LIMIT_EXCEEDED, ModelReply, ModelRequest, ToolInvocation, ToolResult
 
 ACTIVE = ("PENDING", "RUNNING", "WAITING", "PAUSED")  # what a cancellation stops
 ASLEEP = ("PAUSED", "BLOCKED")  # nothing advances these until a human acts
@@ -108,6 +111,14 @@ class StoredRun:
     lease_expires_at: datetime | None = None
     wake_at: datetime | None = None
     cancel_requested: bool = False
+    deadline_at: datetime | None = None
+    max_llm_calls: int | None = None
+    max_tool_calls: int | None = None
+    budget_usd: Decimal | None = None
+    reserved_usd: Decimal = Decimal(0)
+    budget_anchor: str | None = None
+    limited: bool = False
+    cost_alert_usd: Decimal | None = None
 
 
 @dataclass
@@ -273,6 +284,7 @@ class InMemoryRunStore:
                 depth_limit=definition["governance"]["execution_limits"]["max_recursion_depth"],
                 created_by_id=created_by_id,
                 context=_json(context or {}),
+                **run_limits(definition, run_id, None),
             )
             self._append_events(
                 run_id,
@@ -377,6 +389,9 @@ class InMemoryRunStore:
                 resumed=resumed,
                 created_by_id=row.created_by_id,
                 entity_id=row.entity_ref,
+                deadline=row.deadline_at,
+                budget_anchor=row.budget_anchor,
+                limited=row.limited,
             )
 
     def cancel_requested(self, run: RunView) -> bool:
@@ -426,12 +441,20 @@ class InMemoryRunStore:
             rows = []
             group = f"{children[0].step_key}#{run.iteration}#{run.attempt}"
             cancelled = self._world.runs[run.id].cancel_requested
+            reserve = Decimal(0)
             for request in children:
                 entity = self._resolve(run.workspace_id, request.entity_ref)
                 if entity is None:
                     raise KeyError(f"no entity {request.entity_ref!r} to start")
+                child_id = self.new_id()
+                limits = run_limits(entity.definition, child_id, run.budget_anchor)
+                limits["limited"] = limits["limited"] or run.limited
+                if limits["budget_usd"] is not None and run.budget_anchor is not None:
+                    reserve += limits["budget_usd"]
                 row = StoredRun(
-                    id=self.new_id(),
+                    **limits,
+                    deadline_at=run.deadline,
+                    id=child_id,
                     trace_id=run.trace_id,
                     workspace_id=run.workspace_id,
                     entity_ref=entity.ref,
@@ -456,6 +479,18 @@ class InMemoryRunStore:
                     entity=entity.name,
                     type=entity.type,
                 )
+            if reserve:
+                anchor = self._world.runs[run.budget_anchor]
+                if _room(anchor) < reserve:  # nothing is written, as in a rolled-back commit
+                    left = _room(anchor)
+                    raise LimitReached(
+                        BUDGET_EXHAUSTED,
+                        f"budget_exhausted: {self._name(anchor)} has ${left.normalize()} left "
+                        f"of its ${anchor.budget_usd.normalize()} max_cost_usd; the children to "
+                        f"start ask ${reserve.normalize()} together",
+                        blocks=_blocks(anchor),
+                    )
+                anchor.reserved_usd += reserve
             steps, items = take_pending(run, steps, events.items)
             for row in rows:
                 self._world.runs[row.id] = row
@@ -505,6 +540,13 @@ class InMemoryRunStore:
             )
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
+            row = self._world.runs[run.id]
+            if run.parent_id is not None and row.budget_anchor == run.id:
+                # What it did not use goes back to where its budget was set aside.
+                parent_anchor = self._world.runs[run.parent_id].budget_anchor
+                if parent_anchor is not None:
+                    unused = max(row.budget_usd - row.total_cost_usd, Decimal(0))
+                    self._world.runs[parent_anchor].reserved_usd -= unused
             if run.parent_id is None:
                 # SESSION memory lives as long as the trace.
                 self._world.memory = [
@@ -540,6 +582,8 @@ class InMemoryRunStore:
         call_key: str,
         request: ModelRequest,
         reply: ModelReply,
+        *,
+        reserved: Decimal | None = None,
     ) -> None:
         tokens = reply.prompt_tokens + reply.completion_tokens
         steps, items = take_pending(run, [], [])
@@ -556,7 +600,7 @@ class InMemoryRunStore:
             # Kept as a replay will read it back: decoded JSON, six decimal places, no raw.
             kept = replace(
                 reply,
-                cost_usd=reply.cost_usd.quantize(_MICRO),
+                cost_usd=reply.cost_usd.quantize(_MICRO, ROUND_HALF_UP),
                 parsed=_json(reply.parsed),
                 tool_arguments=_json(reply.tool_arguments),
                 raw={},
@@ -564,7 +608,13 @@ class InMemoryRunStore:
             self._world.model_calls[call_key] = StoredModelCall(
                 call_key, run.id, step.key, step.iteration, step.attempt, request, kept
             )
-            self._add_counters(run, cost=reply.cost_usd, tokens=tokens, llm_calls=1)
+            self._add_counters(
+                run,
+                cost=reply.cost_usd.quantize(_MICRO, ROUND_HALF_UP),
+                tokens=tokens,
+                llm_calls=1,
+                reserved=reserved,
+            )
             self._append_events(
                 run.trace_id,
                 run.id,
@@ -600,6 +650,8 @@ class InMemoryRunStore:
         invocation: ToolInvocation,
         result: ToolResult | None,
         error: str = "",
+        *,
+        reserved: Decimal | None = None,
     ) -> None:
         tool = invocation.tool
         steps, items = take_pending(run, [], [])
@@ -632,7 +684,7 @@ class InMemoryRunStore:
                     attempt=step.attempt,
                     sandbox=invocation.sandbox,
                 )
-            self._add_counters(run, cost=Decimal(0), tokens=0, tool_calls=1)
+            self._add_counters(run, cost=Decimal(0), tokens=0, tool_calls=1, reserved=reserved)
             self._append_events(
                 run.trace_id,
                 run.id,
@@ -743,6 +795,7 @@ class InMemoryRunStore:
         row.error_code = run.error_code
         row.error_message = run.error_message[:MESSAGE_LIMIT]
         row.lease_expires_at = now + self._lease
+        row.deadline_at = run.deadline
         for name, value in extra.items():
             setattr(row, name, value)
         if run.status != "PENDING" and not run.started:
@@ -812,16 +865,97 @@ class InMemoryRunStore:
         tokens: int,
         llm_calls: int = 0,
         tool_calls: int = 0,
+        reserved: Decimal | None = None,
     ) -> None:
-        """A call counts for the run and every ancestor."""
+        """A call counts for the run and every ancestor (`reserve_call` counted it already
+        when `reserved` is not None; its estimate is given back at the anchor, and every run
+        with a budget above the anchor turns the cost from reserved into used). A call that
+        takes a run's cost across its alert threshold raises the alert, once."""
+        if reserved is not None:
+            llm_calls = tool_calls = 0
+        crossed = []
         for rid in [run.id, *run.lineage]:
             row = self._world.runs.get(rid)
             if row is None:
                 continue
+            before = row.total_cost_usd
             row.total_cost_usd = (row.total_cost_usd + cost).quantize(_MICRO)
             row.total_tokens += tokens
             row.llm_calls += llm_calls
             row.tool_calls += tool_calls
+            if rid == run.budget_anchor:
+                row.reserved_usd -= reserved or Decimal(0)
+            elif row.budget_usd is not None:
+                row.reserved_usd = (row.reserved_usd - cost).quantize(_MICRO)
+            alert = row.cost_alert_usd
+            if alert is not None and before < alert <= row.total_cost_usd:
+                crossed.append(rid)
+        if crossed:
+            self._append_events(
+                run.trace_id, run.id, [("cost.alert", {"run_id": rid}) for rid in crossed]
+            )
+
+    # -- limits -----------------------------------------------------------------------------
+
+    def reserve_call(
+        self, run: RunView, *, llm_calls: int = 0, tool_calls: int = 0, estimate: Decimal
+    ) -> LimitReached | None:
+        with self._world.lock:
+            rows = [self._world.runs[rid] for rid in [run.id, *reversed(run.lineage)]]
+            for row in rows:
+                name = self._name(row)
+                if row.max_llm_calls is not None and row.llm_calls + llm_calls > row.max_llm_calls:
+                    return LimitReached(
+                        LIMIT_EXCEEDED,
+                        f"{name} reached max_llm_calls {row.max_llm_calls} "
+                        "(its own model calls and its descendants')",
+                    )
+                if (
+                    row.max_tool_calls is not None
+                    and row.tool_calls + tool_calls > row.max_tool_calls
+                ):
+                    return LimitReached(
+                        LIMIT_EXCEEDED,
+                        f"{name} reached max_tool_calls {row.max_tool_calls} "
+                        "(its own tool calls and its descendants')",
+                    )
+                if row.id == run.budget_anchor and _room(row) < estimate:
+                    return LimitReached(
+                        BUDGET_EXHAUSTED,
+                        f"budget_exhausted: {name} has spent ${row.total_cost_usd.normalize()} "
+                        f"and holds ${row.reserved_usd.normalize()} for work under way of its "
+                        f"${row.budget_usd.normalize()} max_cost_usd; the next model call "
+                        f"may cost up to ${estimate.normalize()}",
+                        blocks=_blocks(row),
+                    )
+            for row in rows:
+                row.llm_calls += llm_calls
+                row.tool_calls += tool_calls
+                if row.id == run.budget_anchor:
+                    row.reserved_usd += estimate
+            return None
+
+    def unreserve_call(self, run: RunView, estimate: Decimal) -> None:
+        if run.budget_anchor is not None and estimate:
+            with self._world.lock:
+                self._world.runs[run.budget_anchor].reserved_usd -= estimate
+
+    def cancel_descendants(self, run: RunView) -> list[str]:
+        with self._world.lock:
+            found, frontier = [], [run.id]
+            while frontier:
+                frontier = [
+                    r.id
+                    for r in self._world.runs.values()
+                    if r.parent_id in frontier and r.status not in TERMINAL
+                ]
+                found.extend(frontier)
+            for rid in found:
+                self._world.runs[rid].cancel_requested = True
+            return found
+
+    def _name(self, row: StoredRun) -> str:
+        return self._world.entities[(row.workspace_id, row.entity_ref)].name
 
     def _memory_items(self, run: RunView, config: dict[str, Any]) -> list[StoredMemory]:
         """The items of the run's memory scope, newest first."""
@@ -854,3 +988,15 @@ def _json(value: Any) -> Any:
     if value is None:
         return None
     return json.loads(json.dumps(value, allow_nan=False))
+
+
+def _room(row: StoredRun) -> Decimal:
+    """What a budget has left for new work (an unlimited one: as good as anything)."""
+    if row.budget_usd is None:
+        return Decimal("Infinity")
+    return row.budget_usd - row.total_cost_usd - row.reserved_usd
+
+
+def _blocks(row: StoredRun) -> bool:
+    controls = row.definition["governance"]["cost_controls"]
+    return controls.get("on_budget_exhausted", "BLOCK") == "BLOCK"

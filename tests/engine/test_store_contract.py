@@ -160,6 +160,8 @@ class World:
     def model_calls(self, run_id: str) -> list[tuple[int, Decimal]]: ...
     def prompts(self, run_id: str) -> list[str]: ...
     def counters(self, run_id: str) -> tuple[Decimal, int, int]: ...
+    def budget(self, run_id: str) -> tuple[Decimal | None, Decimal, Decimal]: ...
+    def call_counts(self, run_id: str) -> tuple[int, int]: ...
     def cancel(self, run_id: str) -> None: ...
     def let_time_pass(self, seconds: float) -> None: ...
 
@@ -258,6 +260,14 @@ class MemoryWorld(World):
         run = self.store.run(run_id)
         return run.total_cost_usd, run.total_tokens, run.llm_calls
 
+    def budget(self, run_id: str) -> tuple[Decimal | None, Decimal, Decimal]:
+        run = self.store.run(run_id)
+        return run.budget_usd, run.reserved_usd, run.total_cost_usd
+
+    def call_counts(self, run_id: str) -> tuple[int, int]:
+        run = self.store.run(run_id)
+        return run.llm_calls, run.tool_calls
+
     def cancel(self, run_id: str) -> None:
         self.store.cancel(run_id)
 
@@ -337,14 +347,24 @@ class OrmWorld(World):
         run = self._run(run_id)
         return run.total_cost_usd, run.total_tokens, run.llm_calls
 
+    def budget(self, run_id: str) -> tuple[Decimal | None, Decimal, Decimal]:
+        run = self._run(run_id)
+        return run.budget_usd, run.reserved_usd, run.total_cost_usd
+
+    def call_counts(self, run_id: str) -> tuple[int, int]:
+        run = self._run(run_id)
+        return run.llm_calls, run.tool_calls
+
     def cancel(self, run_id: str) -> None:
         run_cancel(run=self._run(run_id))
 
     def let_time_pass(self, seconds: float) -> None:
-        # Every due time and lease expiry comes `seconds` closer.
+        # Every due time, lease expiry and deadline comes `seconds` closer.
         delta = timedelta(seconds=seconds)
         Run.objects.update(
-            wake_at=F("wake_at") - delta, lease_expires_at=F("lease_expires_at") - delta
+            wake_at=F("wake_at") - delta,
+            lease_expires_at=F("lease_expires_at") - delta,
+            deadline_at=F("deadline_at") - delta,
         )
 
 
@@ -754,3 +774,228 @@ def test_an_entity_with_memory_remembers_its_earlier_runs(world):
     assert world.status(second) == "COMPLETED", world.error(second)
     assert "What is the first colour?" in world.prompts(second)[0]
     assert world.output(first)["answer"] in world.prompts(second)[0]
+
+
+# -- limits and budgets (seed 000 §3.7, seed 004 Budget) ----------------------------------------
+
+
+def limits(**execution_limits: Any) -> dict:
+    return {"execution_limits": {"max_recursion_depth": 5, **execution_limits}}
+
+
+def two_thoughts() -> dict:
+    return {
+        "static_plan": {
+            "enabled": True,
+            "steps": [
+                step(1, "Draft", "THOUGHT", prompt_template="Draft an answer."),
+                step(2, "Polish", "THOUGHT", prompt_template="Polish the draft."),
+            ],
+        }
+    }
+
+
+def test_max_llm_calls_allows_exactly_that_many_calls(world):
+    world.add("two_allowed", planning=two_thoughts(), governance=limits(max_llm_calls=2))
+    world.add("one_allowed", planning=two_thoughts(), governance=limits(max_llm_calls=1))
+
+    fits = world.run("two_allowed", {})
+    assert world.status(fits) == "COMPLETED", world.error(fits)
+    assert world.call_counts(fits) == (2, 0)
+
+    capped = world.run("one_allowed", {})
+    assert world.status(capped) == "FAILED"
+    code, message = world.error(capped)
+    assert code == "LIMIT_EXCEEDED"
+    assert "one_allowed reached max_llm_calls 1" in message
+    assert world.model_call_count(capped) == 1  # the second call was never made
+    assert world.call_counts(capped) == (1, 0)
+    assert world.step_statuses(capped) == [("Draft", 1, "COMPLETED"), ("Polish", 1, "FAILED")]
+
+
+def test_max_tool_calls_allows_exactly_that_many_calls(world):
+    render = tool_definition(
+        "render",
+        implementation="template_render",
+        function_schema={
+            "name": "render",
+            "parameters": {
+                "type": "object",
+                "properties": {"template": {"type": "string"}, "variables": {"type": "object"}},
+                "required": ["template"],
+            },
+        },
+    )
+    steps = []
+    for order in (1, 2, 3):
+        each = step(order, f"Render {order}", "TOOL_CALL", tool_id="render")
+        each["input_mapping"] = {"template": f"part {order}", "variables": {}}
+        steps.append(each)
+    planning = {"static_plan": {"enabled": True, "steps": steps}}
+    world.add("three_fit", tools=[render], planning=planning, governance=limits(max_tool_calls=3))
+    world.add("two_fit", tools=[render], planning=planning, governance=limits(max_tool_calls=2))
+
+    fits = world.run("three_fit", {})
+    assert world.status(fits) == "COMPLETED", world.error(fits)
+    assert world.call_counts(fits) == (0, 3)
+
+    capped = world.run("two_fit", {})
+    assert world.status(capped) == "FAILED"
+    assert world.error(capped)[0] == "LIMIT_EXCEEDED"
+    assert "max_tool_calls 2" in world.error(capped)[1]
+    assert world.call_counts(capped) == (0, 2)
+    assert [status for _name, _attempt, status in world.step_statuses(capped)] == [
+        "COMPLETED",
+        "COMPLETED",
+        "FAILED",
+    ]
+
+
+def test_a_call_limit_counts_the_descendants_calls(world):
+    world.add("caller_a", io_contract=io(None, ok="boolean"))
+    world.add("caller_b", io_contract=io(None, ok="boolean"))
+    world.add(
+        "frugal", "AGENT", children=["caller_a", "caller_b"], governance=limits(max_llm_calls=1)
+    )
+    run = world.run("frugal", {})
+
+    first, second = world.children(run)
+    assert world.status(first) == "COMPLETED"
+    assert world.status(second) == "FAILED"
+    assert "frugal reached max_llm_calls 1" in world.error(second)[1]
+    assert world.status(run) == "FAILED"
+    assert world.error(run)[0] == "LIMIT_EXCEEDED"
+    assert world.call_counts(run) == (1, 0)
+
+
+def test_a_budget_without_room_for_the_first_call_blocks_the_run_before_it(world):
+    world.add("pricey", io_contract=io(None, answer="string"), max_cost=0.000001)
+    run = world.run("pricey", {})
+
+    assert world.status(run) == "BLOCKED"
+    code, message = world.error(run)
+    assert code == "BUDGET_EXHAUSTED"
+    assert message.startswith("budget_exhausted: pricey has spent $0")
+    assert world.model_call_count(run) == 0
+    assert world.budget(run) == (Decimal("0.000001"), Decimal(0), Decimal(0))
+    assert world.events_of(run, "run.status")[-1]["reason"] == "budget_exhausted"
+
+
+def test_a_budget_that_says_fail_fails_the_run(world):
+    world.add(
+        "strict",
+        io_contract=io(None, answer="string"),
+        governance={
+            "cost_controls": {"max_cost_usd": 0.000001, "on_budget_exhausted": "FAIL"},
+            **limits(),
+        },
+    )
+    run = world.run("strict", {})
+    assert world.status(run) == "FAILED"
+    assert world.error(run)[0] == "LIMIT_EXCEEDED"
+    assert "budget_exhausted" in world.error(run)[1]
+
+
+def test_a_budget_stops_spending_before_it_is_exceeded_and_leaves_nothing_reserved(world):
+    # Room for a few calls of a long plan, not all of them: it spends up to its budget, never
+    # past it, and what it set aside for each call is settled.
+    steps = [step(n, f"Think {n}", "THOUGHT", prompt_template=f"Thought {n}.") for n in range(1, 9)]
+    world.add(
+        "thinker",
+        planning={"static_plan": {"enabled": True, "steps": steps}},
+        logic_gate={"reasoning_config": {"max_tokens": 50}},
+        max_cost=0.0004,
+    )
+    run = world.run("thinker", {})
+
+    assert world.status(run) == "BLOCKED", world.error(run)
+    budget, reserved, used = world.budget(run)
+    assert reserved == 0
+    assert 0 < used <= budget
+    calls = world.model_call_count(run)
+    assert 0 < calls < 8
+    assert used == sum(cost for _tokens, cost in world.model_calls(run))
+
+
+def test_a_childs_budget_is_set_aside_from_its_parents_and_the_rest_returned(world):
+    world.add("spender", io_contract=io(None, ok="boolean"), max_cost=0.01)
+    world.add("holder", "AGENT", children=["spender"], max_cost=0.05)
+    run = world.start("holder", {})
+    world.advance(world.queue.pop(0))  # the parent starts its child: 0.01 is set aside
+    (child,) = world.children(run)
+    assert world.budget(run) == (Decimal("0.05"), Decimal("0.01"), Decimal(0))
+
+    world.advance_all()
+    assert world.status(run) == "COMPLETED", world.error(run)
+    _budget, child_reserved, child_used = world.budget(child)
+    assert child_reserved == 0 and child_used > 0
+    # The child's cost is the parent's too; what it did not use came back.
+    assert world.budget(run) == (Decimal("0.05"), Decimal(0), child_used)
+
+
+def test_parallel_children_that_would_overspend_their_parent_do_not_start(world):
+    # Designed to fit exactly ($0.015 + $0.015 of $0.03), but a first child spends from the
+    # parent's budget: the pair no longer fits, and neither starts.
+    world.add("opener", io_contract=io(None, ok="boolean"))
+    world.add("twin_a", io_contract=io(None, ok="boolean"), max_cost=0.015)
+    world.add("twin_b", io_contract=io(None, ok="boolean"), max_cost=0.015)
+    world.add(
+        "tight",
+        "AGENT",
+        children=[
+            "opener",
+            {"child_id": "twin_a", "relationship": "PARALLEL"},
+            {"child_id": "twin_b", "relationship": "PARALLEL"},
+        ],
+        max_cost=0.03,
+    )
+    run = world.run("tight", {})
+
+    assert world.status(run) == "BLOCKED", world.error(run)
+    assert world.error(run)[0] == "BUDGET_EXHAUSTED"
+    assert "ask $0.03 together" in world.error(run)[1]
+    (opener,) = world.children(run)
+    assert world.entity_name(opener) == "opener"
+    budget, reserved, used = world.budget(run)
+    assert (budget, reserved) == (Decimal("0.03"), Decimal(0))
+    assert used == world.budget(opener)[2] > 0
+
+
+def test_a_run_past_its_deadline_ends_timeout_and_its_children_stop(world):
+    world.add("slowpoke", io_contract=io(None, ok="boolean"))
+    world.add("hurried", "AGENT", children=["slowpoke"], governance=limits(timeout_ms=1000))
+    run = world.start("hurried", {})
+    world.advance(world.queue.pop(0))  # starts the child and waits
+    (child,) = world.children(run)
+    world.queue.clear()
+
+    world.let_time_pass(2)
+    world.advance(run)  # the sweeper's hint: the deadline has passed
+    assert world.status(run) == "FAILED"
+    code, message = world.error(run)
+    assert code == "TIMEOUT"
+    assert "timeout_ms 1000" in message
+    assert world.step_statuses(run) == [("slowpoke", 1, "FAILED")]
+
+    world.advance_all()  # the child was told to stop and ends without a call
+    assert world.status(child) == "CANCELLED"
+    assert world.model_call_count(child) == 0
+
+
+def test_a_deadline_that_has_not_passed_changes_nothing(world):
+    world.add("prompt_kid", io_contract=io(None, ok="boolean"))
+    world.add("patient", "AGENT", children=["prompt_kid"], governance=limits(timeout_ms=60_000))
+    run = world.run("patient", {})
+    assert world.status(run) == "COMPLETED", world.error(run)
+
+
+def test_a_cost_alert_is_raised_once_when_the_threshold_is_crossed(world):
+    steps = [step(n, f"Think {n}", "THOUGHT", prompt_template=f"Thought {n}.") for n in (1, 2, 3)]
+    world.add(
+        "watched",
+        planning={"static_plan": {"enabled": True, "steps": steps}},
+        governance={"cost_controls": {"alert_threshold_usd": 0.000001}, **limits()},
+    )
+    run = world.run("watched", {})
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert world.events_of(run, "cost.alert") == [{"run_id": run}]
