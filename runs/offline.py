@@ -9,6 +9,10 @@ answers deterministically from the messages, with no key and no network:
   arguments valid against its parameters;
 - otherwise: a short prose answer.
 
+The one exception is the BIAS content filter's judge (`governance/safety.py`), recognised by
+its schema's title: `bias_judge_answer` flags the text by a small keyword list, so the filter
+does something visible offline.
+
 Usage carries realistic token counts (litellm's tokenizer on the prompt, the schema or tools
 offered, and the answer) so budgets and dashboards behave as with a paid model. A `latency_ms`
 completion parameter makes it slow on purpose; a latency past the call's `timeout` raises
@@ -23,6 +27,7 @@ import asyncio
 import functools
 import hashlib
 import json
+import re
 import time
 from typing import Any
 
@@ -128,7 +133,10 @@ def answer(
         completion_tokens = _count(model, function["name"]) + _count(model, arguments)
         prompt_tokens += _count_offered(model, json.dumps(tools)) + _OVERHEAD_TOKENS
     elif schema is not None:
-        content = json.dumps(synthesize(schema, seed=seed), ensure_ascii=False)
+        value = bias_judge_answer(schema, messages)
+        if value is None:
+            value = synthesize(schema, seed=seed)
+        content = json.dumps(value, ensure_ascii=False)
         message = Message(content=content, role="assistant")
         finish_reason = "stop"
         completion_tokens = _count(model, content)
@@ -231,3 +239,56 @@ def _timeout_error(model: str, limit: float) -> Exception:
         model=model,
         llm_provider=PROVIDER,
     )
+
+
+# --- the BIAS content filter's judge ---------------------------------------------------------
+
+# The title of governance.safety.BIAS_VERDICT_SCHEMA (a test keeps the two equal).
+BIAS_VERDICT_TITLE = "hierarch_bias_verdict"
+_GROUPS = (
+    r"(?:women|men|girls|boys|females|males|mothers|immigrants|foreigners|muslims|christians"
+    r"|jews|hindus|blacks|whites|asians|hispanics|latinos|mexicans|gays|millennials|boomers"
+    r"|(?:old|older|young|younger|disabled)\s+(?:people|workers|employees|candidates|applicants))"
+)
+_BIASED = (
+    re.compile(
+        rf"\b{_GROUPS}\s+(?:are|aren['’]t|can['’]t|cannot|should(?:n['’]t)?|make|belong)"
+        r"(?:\s+\w+){0,3}?\s+(?:bad|worse|better|good|smart(?:er)?|stupid|weak(?:er)?|lazy"
+        r"|emotional|irrational|unfit|incapable|inferior|superior|dangerous|criminals?"
+        r"|unreliable|suited|suitable|capable|leaders?|lead|trusted|in\s+the\s+kitchen|at\s+home"
+        r"|adaptable|productive)\b",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        r"\b(?:only|no)\s+(?:young|younger|old|older|male|female|men|women|native|christian"
+        r"|white|black)\s+(?:candidates|applicants|people|workers|need\s+apply)\b"
+        r"|\b(?:young|younger|male|female|native)\s+(?:candidates|applicants)\s+only\b",
+        re.IGNORECASE,
+    ),
+)
+
+
+def bias_judge_answer(
+    schema: dict[str, Any], messages: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The offline verdict for the BIAS judge's schema, else None (any other schema).
+
+    A keyword stand-in for a judge, deterministic and documented as such: biased when the
+    judged text generalises about a group of people ("women are not good at…", "immigrants
+    are criminals") or excludes one ("young candidates only"), otherwise not.
+    """
+    if schema.get("title") != BIAS_VERDICT_TITLE:
+        return None
+    text = ""
+    for message in messages:
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            text = message["content"]
+    for pattern in _BIASED:
+        found = pattern.search(text)
+        if found:
+            return {
+                "biased": True,
+                "score": 0.9,
+                "rationale": f"generalises about or excludes a group of people: {found.group()!r}",
+            }
+    return {"biased": False, "score": 0.05, "rationale": "no generalisation about a group found"}

@@ -96,3 +96,27 @@ class RecordedRow(models.Model):
 
     def __str__(self) -> str:
         return f"{self.table} #{self.pk}"
+
+
+class RateCounter(models.Model):
+    """How many calls of one rate-limit key a fixed window has admitted (`tools/ratelimit.py`).
+
+    One row per key, window length and window; `count` only grows, by an atomic upsert that
+    refuses to pass the limit. `window_start` is in seconds since the epoch, a multiple of
+    `window_seconds`, so every worker computes the same row for the same moment.
+    """
+
+    key = models.CharField(max_length=200)
+    window_seconds = models.PositiveIntegerField()
+    window_start = models.BigIntegerField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["key", "window_start", "window_seconds"], name="ratecounter_unique_window"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} {self.window_seconds}s@{self.window_start}: {self.count}"
