@@ -1,7 +1,7 @@
 """Engine speed: run a generated hierarchy end to end and print what it cost.
 
     .venv/bin/python bench/engine.py --shape 10,10,10 [--links sequential|parallel]
-        [--executor sync|inline|celery] [--workers N] [--json]
+        [--executor sync|inline|celery] [--workers N] [--governed] [--json]
 
 Builds process → agents → skills → actions of the given shape (3,2,2 is 22 nodes; 5,5,5 is
 156; 10,10,10 is 1,111). Each action makes one model call (the offline model, zero latency,
@@ -12,6 +12,9 @@ fresh workspace of the database of DATABASE_URL, run once, and measured:
   exact query counts;
 - `inline`: the inline executor's thread pool (`--workers` threads);
 - `celery`: `--workers` Celery worker processes started for the run (needs a broker).
+
+With --governed the tree runs under a budget and call limits (seed 000 §3.7, never reached),
+so the difference to a run without shows what checking them costs per node.
 
 Prints a summary, or one JSON line with --json: nodes, wall_s, per_node_ms,
 queries_per_node (sync only), rows_per_node and peak_rss_mb.
@@ -70,7 +73,20 @@ TOOL = {
 }
 
 
-def bundle(shape: list[int], links: str) -> list[dict]:
+def governance(level: int, governed: bool) -> dict:
+    """With --governed: the process has a budget and call limits that every model and tool
+    call of the tree is checked against (big enough never to stop it), and each agent a
+    budget of its own set aside from the process's; else no limit but the depth."""
+    limits: dict = {"execution_limits": {"max_recursion_depth": 5}}
+    if governed and level == 0:
+        limits["cost_controls"] = {"max_cost_usd": 1000, "alert_threshold_usd": 900}
+        limits["execution_limits"].update(max_llm_calls=100_000, max_tool_calls=100_000)
+    elif governed and level == 1:
+        limits["cost_controls"] = {"max_cost_usd": 10}
+    return limits
+
+
+def bundle(shape: list[int], links: str, governed: bool = False) -> list[dict]:
     definitions: list[dict] = []
 
     def make(level: int, path: str) -> str:
@@ -89,7 +105,7 @@ def bundle(shape: list[int], links: str) -> list[dict]:
                 "hierarchy": {
                     "children": [{"child_id": c, "relationship": links.upper()} for c in children]
                 },
-                "governance": {"execution_limits": {"max_recursion_depth": 5}},
+                "governance": governance(level, governed),
                 "capabilities": {"tools": [TOOL] if atomic else []},
                 "planning": {
                     "static_plan": {
@@ -125,6 +141,9 @@ def rows_in_trace(trace_id: uuid.UUID) -> int:
     )
 
 
+ADVANCES: dict[str, float] = {}  # round trips per advance of an action / a composite run
+
+
 def run_sync(root: Entity) -> tuple[Run, int, float]:
     from runs.engine.core import Engine
     from runs.gateway import LiteLLMGateway
@@ -157,16 +176,26 @@ def run_sync(root: Entity) -> tuple[Run, int, float]:
         commit()
 
     connection.commit = counting_commit
+    per_advance: list[tuple[str, int]] = []
     started = time.perf_counter()
     try:
         with connection.execute_wrapper(count):
             run = run_start(entity=root, input_data={})
             queue.append(str(run.pk))
             while queue:
-                engine.advance(queue.pop(0))
+                run_id, before = queue.pop(0), counted[0]
+                engine.advance(run_id)
+                per_advance.append((run_id, counted[0] - before))
     finally:
         del connection.commit
     queries = counted[0]
+    # Round trips per advance, by the kind of run advanced (read after the clock stopped).
+    kinds = dict(Run.objects.filter(trace_id=run.trace_id).values_list("pk", "entity__type"))
+    by_kind: dict[str, list[int]] = {}
+    for run_id, spent in per_advance:
+        kind = "action" if kinds[uuid.UUID(run_id)] == "ACTION" else "composite"
+        by_kind.setdefault(kind, []).append(spent)
+    ADVANCES.update({kind: round(sum(v) / len(v), 1) for kind, v in sorted(by_kind.items())})
     return Run.objects.get(pk=run.pk), queries, time.perf_counter() - started
 
 
@@ -200,13 +229,18 @@ def main() -> None:
     parser.add_argument("--links", choices=["sequential", "parallel"], default="sequential")
     parser.add_argument("--executor", choices=["sync", "inline", "celery"], default="sync")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument(
+        "--governed",
+        action="store_true",
+        help="give the tree a budget and call limits, to measure what enforcing them costs",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     shape = [int(n) for n in args.shape.split(",")]
 
     call_command("migrate", verbosity=0)
     workspace = Workspace.objects.create(name="bench", slug=f"bench-{uuid.uuid4().hex[:8]}")
-    entities_import(workspace=workspace, definitions=bundle(shape, args.links))
+    entities_import(workspace=workspace, definitions=bundle(shape, args.links, args.governed))
     root = Entity.objects.get(workspace=workspace, name="process0")
     nodes = Entity.objects.filter(workspace=workspace).count()
 
@@ -258,12 +292,14 @@ def main() -> None:
         "executor": args.executor,
         "workers": args.workers,
         "links": args.links,
+        "governed": args.governed,
         "shape": args.shape,
         "status": run.status,
         "nodes": nodes,
         "wall_s": round(wall, 3),
         "per_node_ms": round(wall * 1000 / nodes, 3),
         "queries_per_node": round(queries / nodes, 1) if queries is not None else None,
+        "queries_per_advance": ADVANCES or None,
         "rows_per_node": round(rows_in_trace(run.trace_id) / nodes, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "worker_peak_rss_mb": max(worker_rss) if worker_rss else None,
@@ -277,7 +313,10 @@ def main() -> None:
             f"{figures['per_node_ms']} ms per node"
         )
         if queries is not None:
-            print(f"  {figures['queries_per_node']} queries per node")
+            print(
+                f"  {figures['queries_per_node']} queries per node; per advance of an action "
+                f"{ADVANCES.get('action')}, of a composite {ADVANCES.get('composite')}"
+            )
         print(f"  {figures['rows_per_node']} rows per node, peak RSS {figures['peak_rss_mb']} MB")
         if figures["worker_peak_rss_mb"] is not None:
             print(f"  worker peak RSS {figures['worker_peak_rss_mb']} MB")

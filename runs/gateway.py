@@ -115,8 +115,9 @@ class LiteLLMGateway:
 
     def estimate_cost(self, request: ModelRequest) -> Decimal:
         """The most the call can cost, set aside against a budget before it is made: its
-        prompt, and `max_tokens` of answer (else the model's own output limit), at the
-        model's price. 0 when the price is unknown (the call is then checked only after)."""
+        prompt (bounded by its size in bytes: a token is at least one), and `max_tokens` of
+        answer (else the model's own output limit), at the model's price. 0 when the price
+        is unknown (the call is then checked only after)."""
         litellm = litellm_module()
         if request.provider == OFFLINE_PROVIDER:
             offline = self._offline_settings()
@@ -136,7 +137,7 @@ class LiteLLMGateway:
             most_out = request.max_tokens or int(
                 known.get("max_output_tokens") or ESTIMATE_OUTPUT_TOKENS
             )
-        prompt = self._count_messages(request)
+        prompt = _most_prompt_tokens(request)
         cost = prompt * prices[0] + most_out * prices[1]
         return Decimal(f"{cost:.6f}") + Decimal("0.000001") if cost else Decimal(0)
 
@@ -288,6 +289,17 @@ class LiteLLMGateway:
             tool_arguments=tool_arguments,
             raw=raw,
         )
+
+
+def _most_prompt_tokens(request: ModelRequest) -> int:
+    """An upper bound of the prompt's tokens without a tokenizer: byte-level tokenizers
+    never make a token of less than one byte; a few more per message for the roles."""
+    size = sum(len(str(m.get("content") or "").encode()) + 8 for m in request.messages)
+    if request.tools:
+        size += len(json.dumps(request.tools).encode())
+    if request.response_schema:
+        size += len(json.dumps(request.response_schema).encode())
+    return size + 16
 
 
 _priced: dict[str, tuple[float, float]] = {}
