@@ -185,6 +185,23 @@ def _decrypt(secret: Secret) -> str:
     return envelope["value"]
 
 
+class PiiCipher:
+    """pii_handling ENCRYPT's cipher for log rows: the vault's keys (rotated with them),
+    URL-safe tokens that `governance.safety.pii_reveal` finds again."""
+
+    def encrypt(self, text: str) -> str:
+        return _fernet().encrypt(text.encode()).decode()
+
+    def decrypt(self, token: str) -> str:
+        try:
+            return _fernet().decrypt(token.encode()).decode()
+        except InvalidToken:
+            raise SecretUndecryptable(
+                "a value encrypted under pii_handling ENCRYPT cannot be decrypted with the "
+                "configured vault keys (HIERARCH_VAULT_KEYS)"
+            ) from None
+
+
 def _user_or_none(user: Any) -> Any:
     return user if getattr(user, "is_authenticated", False) else None
 

@@ -14,6 +14,7 @@ def engine() -> Engine:
     carries the lease owner) is new for each call."""
     from django.conf import settings
 
+    from governance.vault import PiiCipher
     from runs.executors import enqueue, enqueue_at
     from runs.gateway import LiteLLMGateway
     from runs.store import OrmRunStore
@@ -29,4 +30,5 @@ def engine() -> Engine:
         enqueue=enqueue,
         enqueue_later=enqueue_at,
         hard_cap=settings.HIERARCH_ENGINE["MAX_PASSES"],
+        cipher=PiiCipher(),
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
@@ -23,6 +23,7 @@ from runs.engine.ports import (
     INVALID_INPUT,
     LIMIT_EXCEEDED,
     NOT_ACTIVE,
+    PERMISSION_DENIED,
     TIMEOUT,
     VALIDATION_ERROR,
     ModelClient,
@@ -247,10 +248,18 @@ def run_limits(definition: dict, run_id: str, parent_anchor: str | None) -> dict
 
 
 class StepFailed(Exception):
-    def __init__(self, code: str, message: str, *, retryable: bool = False):
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        retryable: bool = False,
+        retry_after_s: float | None = None,
+    ):
         super().__init__(message)
         self.code = code
         self.retryable = retryable
+        self.retry_after_s = retry_after_s  # a rate limit's wait: the same attempt, later
 
 
 @dataclass
@@ -262,6 +271,9 @@ class Engine:
     enqueue_later: Callable[[str, float], None] = lambda run_id, delay_s: None
     max_steps_per_advance: int = 200
     hard_cap: int = 25  # passes of a loop, whatever max_iterations says
+    # pii_handling ENCRYPT: `encrypt(str) -> str` and `decrypt(str) -> str` (the vault's);
+    # without one, ENCRYPT stores redacted text instead, never the plain text.
+    cipher: Any = None
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     def advance(self, run_id: str) -> None:
@@ -640,6 +652,15 @@ class Engine:
         except StepFailed as failure:
             record.status, record.error_code = "FAILED", failure.code
             record.error_message = str(failure)
+            if failure.retry_after_s is not None:
+                # A rate limit: the same attempt runs again when the limit has room; the
+                # retry policy's attempts are for failures, not for waiting one's turn.
+                delay = max(failure.retry_after_s, 0.05)
+                record.status = "WAITING"
+                events.add("step.rate_limited", step=step["name"], delay_s=round(delay, 3))
+                self.store.schedule(run, delay, steps=[record], events=events)
+                self.enqueue_later(run.id, delay)
+                return False
             events.add(
                 "step.finished",
                 step=step["name"],
@@ -700,7 +721,7 @@ class Engine:
         key = f"{run.id}:{record.key}:{record.iteration}:{record.attempt}:{index}"
         recorded = self.store.recorded_reply(run, key)
         if recorded is not None:
-            return recorded
+            return self._revealed(recorded)
         reserved = None
         if run.limited or run.budget_anchor is not None:
             estimate = self._estimate(request) if run.budget_anchor is not None else _NOTHING
@@ -714,8 +735,62 @@ class Engine:
             if reserved:
                 self.store.unreserve_call(run, reserved)
             raise
-        self.store.record_model_call(run, record, key, request, reply, reserved=reserved)
+        kept_request, kept_reply = self._for_the_log(run, request, reply)
+        self.store.record_model_call(run, record, key, kept_request, kept_reply, reserved=reserved)
         return reply
+
+    # -- what the logs keep (pii_handling, audit_level, observability.logging) --------------
+
+    def _pii_mode(self, run: RunView) -> str:
+        mode = run.definition["governance"]["human_oversight"].get("pii_handling", "REDACT")
+        return "REDACT" if mode == "ENCRYPT" and self.cipher is None else mode
+
+    def _protect(self, run: RunView, value: Any) -> Any:
+        mode = self._pii_mode(run)
+        if mode == "ALLOW" or value is None:
+            return value
+        from governance import safety
+
+        encrypt = self.cipher.encrypt if mode == "ENCRYPT" else None
+        return safety.pii_protect(value, mode, encrypt)
+
+    def _revealed(self, reply: ModelReply) -> ModelReply:
+        """A recorded reply as the engine needs it again: encrypted personal data decrypted
+        (redacted data stays redacted: a replay continues with what the log kept)."""
+        if self.cipher is None:
+            return reply
+        from governance import safety
+
+        def reveal(value: Any) -> Any:
+            return None if value is None else safety.pii_reveal(value, self.cipher.decrypt)
+
+        return replace(
+            reply,
+            content=reveal(reply.content),
+            parsed=reveal(reply.parsed),
+            tool_arguments=reveal(reply.tool_arguments),
+        )
+
+    def _for_the_log(
+        self, run: RunView, request: ModelRequest, reply: ModelReply
+    ) -> tuple[ModelRequest, ModelReply]:
+        """The call as its log row keeps it: the prompt only when the entity logs thoughts
+        (log_thoughts, and an audit_level above MINIMAL), personal data in prompt and answer
+        as pii_handling says (ALLOW, REDACT, ENCRYPT)."""
+        oversight = run.definition["governance"]["human_oversight"]
+        logging = run.definition["observability"]["logging"]
+        if not logging.get("log_thoughts", True) or oversight.get("audit_level") == "MINIMAL":
+            request = replace(request, messages=({"role": "system", "content": NOT_LOGGED},))
+        if self._pii_mode(run) == "ALLOW":
+            return request, reply
+        request = replace(request, messages=tuple(self._protect(run, list(request.messages))))
+        reply = replace(
+            reply,
+            content=self._protect(run, reply.content),
+            parsed=self._protect(run, reply.parsed),
+            tool_arguments=self._protect(run, reply.tool_arguments),
+        )
+        return request, reply
 
     def _estimate(self, request: ModelRequest) -> Decimal:
         """The most a call can cost, to set aside before it is made (0 when unknown)."""
@@ -772,8 +847,52 @@ class Engine:
         if schema is not None:
             if not isinstance(reply.parsed, dict):
                 raise StepFailed("LLM_ERROR", "the model did not answer the JSON asked for")
-            return reply.parsed
-        return {"text": reply.content}
+            return self._screened(run, step, record, reply.parsed)
+        return self._screened(run, step, record, {"text": reply.content})
+
+    def _screened(self, run: RunView, step: dict, record: StepRecord, output: dict) -> dict:
+        """The model's output through the entity's content filters (seed 000 §3.7.4): what
+        they flag is redacted, or fails the step, as `on_flagged_output` says, and the
+        trace says which filters flagged what kind (never the flagged text)."""
+        rails = run.definition["governance"]["safety_rails"]
+        filters = set(rails.get("content_filters") or [])
+        if not filters:
+            return output
+        from governance import safety  # plain Python, like the engine
+
+        kinds: list[str] = []
+        screened = output
+        local = filters - {"BIAS"}
+        if local:
+            strings = _strings(output)
+            for findings in safety.scan_many(strings, local):
+                kinds += [f"{finding.filter}:{finding.kind}" for finding in findings]
+            if kinds:
+                screened = safety.redact_value(output, local)
+        if "BIAS" in filters:
+            config = run.definition["logic_gate"]["reasoning_config"]
+            text = "\n".join(_strings(output))
+            judge = safety.bias_judge_request(
+                text, provider=config["model_provider"], model=config["model_name"]
+            )
+            try:
+                verdict = safety.bias_verdict(self._call_model(run, record, judge, 1), text=text)
+            except safety.BiasJudgeError as exc:
+                raise StepFailed("LLM_ERROR", f"the bias judge failed: {exc}") from None
+            if verdict is not None:
+                kinds.append("BIAS:BIAS")
+                screened = _replace_strings(screened, "[REDACTED:BIAS]")
+        if not kinds:
+            return output
+        kinds = sorted(set(kinds))
+        action = rails.get("on_flagged_output", "REDACT")
+        run.pending_events.add("safety.flagged", step=step["name"], kinds=kinds, action=action)
+        if action == "FAIL":
+            raise StepFailed(
+                VALIDATION_ERROR,
+                "the content filters flagged the model's output: " + ", ".join(kinds),
+            )
+        return screened
 
     def _tool_step(self, run: RunView, step: dict, record: StepRecord) -> Any:
         tools = {t["tool_id"]: t for t in run.definition["capabilities"]["tools"]}
@@ -806,6 +925,7 @@ class Engine:
             reply = self._call_model(run, record, request)
             arguments = reply.tool_arguments or {}
         record.input = arguments
+        self._check_tool_call(run, tool, arguments, data)
         key = f"{run.id}:{record.key}:{record.iteration}:{record.attempt}"
         invocation = ToolInvocation(
             tool=tool,
@@ -814,23 +934,82 @@ class Engine:
             workspace_id=run.workspace_id,
             run_id=run.id,
             sandbox=bool(tool.get("sandbox_mode")),
+            caller_id=run.created_by_id,
         )
         recorded = self.store.recorded_tool_result(run, key)
         if recorded is not None:
-            return recorded.output
+            if self.cipher is None:
+                return recorded.output
+            from governance import safety
+
+            return safety.pii_reveal(recorded.output, self.cipher.decrypt)
         reserved = None
         if run.limited:  # a tool call costs nothing to a budget, but may hit a call limit
             refusal = self.store.reserve_call(run, tool_calls=1, estimate=_NOTHING)
             if refusal is not None:
                 raise refusal
             reserved = _NOTHING
+        logged = self._tool_for_the_log(run, invocation)
         try:
             result = self.tools.invoke(invocation)
         except ToolError as exc:
-            self.store.record_tool_call(run, record, invocation, None, str(exc), reserved=reserved)
-            raise StepFailed(exc.code, str(exc), retryable=not exc.permanent) from None
-        self.store.record_tool_call(run, record, invocation, result, reserved=reserved)
+            self.store.record_tool_call(
+                run, record, logged, None, self._protect(run, str(exc)), reserved=reserved
+            )
+            raise StepFailed(
+                exc.code,
+                str(exc),
+                retryable=not exc.permanent,
+                retry_after_s=getattr(exc, "retry_after_s", None),
+            ) from None
+        kept = replace(result, output=self._protect(run, result.output))
+        self.store.record_tool_call(run, record, logged, kept, reserved=reserved)
         return result.output
+
+    def _tool_for_the_log(self, run: RunView, invocation: ToolInvocation) -> ToolInvocation:
+        """The call's arguments as its log row keeps them: none when the entity does not log
+        tool calls (log_tool_calls, audit_level MINIMAL), else as pii_handling says. The
+        result is always kept (a replay returns it instead of calling again)."""
+        oversight = run.definition["governance"]["human_oversight"]
+        logging = run.definition["observability"]["logging"]
+        if not logging.get("log_tool_calls", True) or oversight.get("audit_level") == "MINIMAL":
+            return replace(invocation, arguments={"_": NOT_LOGGED})
+        return replace(invocation, arguments=self._protect(run, invocation.arguments))
+
+    def _check_tool_call(self, run: RunView, tool: dict, arguments: dict, data: dict) -> None:
+        """The entity's safety rails before a tool call (seed 000 §3.7.4): an action
+        restriction on the tool, and every behavioral constraint that carries a JSONLogic
+        rule, evaluated against the state plus `tool` ({tool_id, arguments}): false forbids."""
+        tool_id = tool["tool_id"]
+        name = run.definition["identity"]["name"]
+        rails = run.definition["governance"]["safety_rails"]
+        for restriction in rails.get("action_restrictions") or []:
+            if restriction["restricted_action"] not in (tool_id, f"tool:{tool_id}"):
+                continue
+            if restriction.get("blocked_entirely"):
+                raise StepFailed(
+                    PERMISSION_DENIED,
+                    f"{name} may not call the tool {tool_id}: action_restrictions block it",
+                )
+            if restriction.get("requires_approval", True):
+                raise StepFailed(
+                    PERMISSION_DENIED,
+                    f"{name} may call the tool {tool_id} only with a human approval "
+                    "(action_restrictions); this version has no approvals inbox yet, so the "
+                    "call is refused",
+                )
+        constraints = run.definition["identity"]["persona"].get("behavioral_constraints") or []
+        ruled = [c for c in constraints if isinstance(c, dict) and c.get("rule") is not None]
+        if not ruled:
+            return
+        facts = {**data, "tool": {"tool_id": tool_id, "arguments": arguments}}
+        for constraint in ruled:
+            if not plans.holds(constraint["rule"], facts):
+                raise StepFailed(
+                    VALIDATION_ERROR,
+                    f"the behavioral constraint {constraint['constraint']!r} forbids calling "
+                    f"{tool_id} with these arguments",
+                )
 
     # -- endings ------------------------------------------------------------------------------
 
@@ -1035,6 +1214,7 @@ class Engine:
             self.enqueue(parent)
 
 
+NOT_LOGGED = "[not logged: this entity's audit settings leave it out]"
 HISTORY_KEY = "_iterations"  # the outputs of earlier passes, for loop control
 REVIEW_RETRIES_KEY = "_review_retries"
 
@@ -1076,3 +1256,24 @@ def input_problems(definition: dict, run_input: Any) -> list[str]:
 
 
 __all__ = ["Engine", "RunView", "RunStore", "LimitReached", "BUDGET_EXHAUSTED", "LIMIT_EXCEEDED"]
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a JSON value, depth first."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
+
+
+def _replace_strings(value: Any, replacement: str) -> Any:
+    if isinstance(value, str):
+        return replacement
+    if isinstance(value, dict):
+        return {key: _replace_strings(item, replacement) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_replace_strings(item, replacement) for item in value]
+    return value

@@ -22,6 +22,7 @@ NOT_ACTIVE = "NOT_ACTIVE"
 CANCELLED = "CANCELLED"
 REJECTED = "REJECTED"
 PERMISSION_DENIED = "PERMISSION_DENIED"
+RATE_LIMITED = "RATE_LIMITED"
 INTERNAL_ERROR = "INTERNAL_ERROR"
 
 
@@ -104,6 +105,7 @@ class ToolInvocation:
     workspace_id: int
     run_id: str
     sandbox: bool = False
+    caller_id: Any = None  # the user who started the run's trace (None: a system run)
 
 
 @dataclass(frozen=True)
@@ -117,10 +119,20 @@ class ToolError(Exception):
     """A tool call that failed. `permanent` failures are not retried (bad arguments, a
     forbidden host); others (a timeout, a 503) may be, under the entity's retry policy."""
 
-    def __init__(self, message: str, *, permanent: bool = False, code: str = TOOL_FAILURE):
+    def __init__(
+        self,
+        message: str,
+        *,
+        permanent: bool = False,
+        code: str = TOOL_FAILURE,
+        retry_after_s: float | None = None,
+    ):
         super().__init__(message)
         self.permanent = permanent
         self.code = code
+        # A rate limit says when the call may be made: the step waits that long and tries
+        # again without spending an attempt of the retry policy.
+        self.retry_after_s = retry_after_s
 
 
 class ToolRunner(Protocol):

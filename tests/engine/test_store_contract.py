@@ -999,3 +999,210 @@ def test_a_cost_alert_is_raised_once_when_the_threshold_is_crossed(world):
     run = world.run("watched", {})
     assert world.status(run) == "COMPLETED", world.error(run)
     assert world.events_of(run, "cost.alert") == [{"run_id": run}]
+
+
+# -- safety rails (seed 000 §3.7.4) -------------------------------------------------------------
+
+
+def said(**examples: str) -> dict:
+    """An output schema whose strings the offline model fills with these examples."""
+    properties = {name: {"type": "string", "examples": [text]} for name, text in examples.items()}
+    return {"output": {"schema": {"type": "object", "properties": properties}}}
+
+
+def render_tool() -> dict:
+    return tool_definition(
+        "render",
+        implementation="template_render",
+        function_schema={
+            "name": "render",
+            "parameters": {
+                "type": "object",
+                "properties": {"template": {"type": "string"}, "variables": {"type": "object"}},
+                "required": ["template"],
+            },
+        },
+    )
+
+
+def render_plan(template: str) -> dict:
+    each = step(1, "Render", "TOOL_CALL", tool_id="render")
+    each["input_mapping"] = {"template": template, "variables": {}}
+    return {"static_plan": {"enabled": True, "steps": [each]}}
+
+
+def rails(**safety_rails: Any) -> dict:
+    return {"safety_rails": safety_rails, **limits()}
+
+
+def test_a_content_filter_redacts_what_it_flags_and_marks_the_trace(world):
+    world.add(
+        "leaky",
+        io_contract=said(note="Write to jane.doe@example.com before Friday."),
+        governance=rails(content_filters=["PII"]),
+    )
+    run = world.run("leaky", {})
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert world.output(run) == {"note": "Write to [REDACTED:EMAIL] before Friday."}
+    [flagged] = world.events_of(run, "safety.flagged")
+    assert flagged == {"step": "Answer", "kinds": ["PII:EMAIL"], "action": "REDACT"}
+
+
+def test_a_content_filter_set_to_fail_fails_the_step(world):
+    world.add(
+        "strict_leaky",
+        io_contract=said(note="Write to jane.doe@example.com before Friday."),
+        governance=rails(content_filters=["PII", "PROFANITY"], on_flagged_output="FAIL"),
+    )
+    run = world.run("strict_leaky", {})
+    assert world.status(run) == "FAILED"
+    code, message = world.error(run)
+    assert code == "VALIDATION_ERROR"
+    assert "content filters flagged the model's output: PII:EMAIL" in message
+    assert "jane.doe" not in message
+
+
+def test_clean_output_passes_the_filters_untouched(world):
+    world.add(
+        "clean",
+        io_contract=said(note="The quarterly report is ready for review."),
+        governance=rails(content_filters=["PII", "PROFANITY", "TOXICITY", "BIAS"]),
+    )
+    run = world.run("clean", {})
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert world.output(run) == {"note": "The quarterly report is ready for review."}
+    assert world.events_of(run, "safety.flagged") == []
+    assert world.model_call_count(run) == 2  # the answer and the bias judge's verdict
+
+
+def test_the_bias_filter_asks_a_judge_through_the_gateway_and_redacts(world):
+    world.add(
+        "biased",
+        io_contract=said(note="Women are not good at engineering, so hire men."),
+        governance=rails(content_filters=["BIAS"]),
+    )
+    run = world.run("biased", {})
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert world.output(run) == {"note": "[REDACTED:BIAS]"}
+    assert world.events_of(run, "safety.flagged")[0]["kinds"] == ["BIAS:BIAS"]
+    assert world.model_call_count(run) == 2
+
+
+def test_an_action_restriction_blocks_the_tool_before_it_is_called(world):
+    world.add(
+        "blocked",
+        tools=[render_tool()],
+        planning=render_plan("hello"),
+        governance=rails(
+            action_restrictions=[{"restricted_action": "render", "blocked_entirely": True}]
+        ),
+    )
+    world.add(
+        "needs_ok",
+        tools=[render_tool()],
+        planning=render_plan("hello"),
+        governance=rails(action_restrictions=[{"restricted_action": "render"}]),
+    )
+    blocked = world.run("blocked", {})
+    assert world.status(blocked) == "FAILED"
+    assert world.error(blocked) == (
+        "PERMISSION_DENIED",
+        "step 'Render': blocked may not call the tool render: action_restrictions block it",
+    )
+    assert world.call_counts(blocked) == (0, 0)
+
+    pending = world.run("needs_ok", {})
+    assert world.status(pending) == "FAILED"
+    assert "only with a human approval" in world.error(pending)[1]
+
+
+def test_a_behavioral_constraint_rule_is_checked_before_each_tool_call(world):
+    rule = {"!=": [{"var": "tool.arguments.template"}, "forbidden"]}
+    persona = {
+        "system_prompt": "You render.",
+        "behavioral_constraints": [
+            "Be brief.",
+            {"constraint": "Never render the forbidden template", "rule": rule},
+        ],
+    }
+    for name, template in (("allowed", "fine"), ("refused", "forbidden")):
+        world.add(
+            name,
+            tools=[render_tool()],
+            planning=render_plan(template),
+            identity={"name": name, "description": "renders", "persona": persona},
+        )
+    ok = world.run("allowed", {})
+    assert world.status(ok) == "COMPLETED", world.error(ok)
+
+    refused = world.run("refused", {})
+    assert world.status(refused) == "FAILED"
+    code, message = world.error(refused)
+    assert code == "VALIDATION_ERROR"
+    assert "'Never render the forbidden template' forbids calling render" in message
+    assert world.call_counts(refused) == (0, 0)
+
+
+def test_personal_data_is_redacted_in_the_model_call_log_by_default(world):
+    world.add("echo", io_contract=io({"who": "string"}, answer="string"))
+    world.add(
+        "open_book",
+        io_contract=io({"who": "string"}, answer="string"),
+        governance={"human_oversight": {"pii_handling": "ALLOW"}, **limits()},
+    )
+    run = world.run("echo", {"who": "call +44 20 7946 0958 or mail ann@example.org"})
+    assert world.status(run) == "COMPLETED", world.error(run)
+    [prompt] = world.prompts(run)
+    assert "ann@example.org" not in prompt and "7946 0958" not in prompt
+    assert "[REDACTED:EMAIL]" in prompt and "[REDACTED:PHONE]" in prompt
+
+    kept = world.run("open_book", {"who": "mail ann@example.org"})
+    assert "ann@example.org" in world.prompts(kept)[0]
+
+
+def test_an_entity_that_does_not_log_thoughts_keeps_no_prompt(world):
+    world.add(
+        "quiet",
+        io_contract=io(None, answer="string"),
+        observability={"logging": {"log_thoughts": False}},
+    )
+    run = world.run("quiet", {})
+    assert world.status(run) == "COMPLETED", world.error(run)
+    [prompt] = world.prompts(run)
+    assert "You are quiet." not in prompt
+    assert "not logged" in prompt
+
+
+class _RateLimitedOnce:
+    """A tool runner whose first call meets a full rate limit (as tools/ratelimit.py answers)."""
+
+    def __init__(self, runner: Any):
+        self.runner, self.refused = runner, 0
+
+    def invoke(self, invocation: Any) -> Any:
+        from runs.engine.ports import RATE_LIMITED, ToolError
+
+        if not self.refused:
+            self.refused += 1
+            raise ToolError(
+                "tool render: calls_per_minute 1 reached; next call in 2.5 s",
+                code=RATE_LIMITED,
+                retry_after_s=2.5,
+            )
+        return self.runner.invoke(invocation)
+
+
+def test_a_rate_limited_step_waits_its_turn_without_spending_a_retry(world):
+    world.tools = _RateLimitedOnce(world.tools)
+    world.add("queued", tools=[render_tool()], planning=render_plan("hi"))
+    run = world.run("queued", {})
+
+    assert world.status(run) == "RUNNING"
+    assert world.later == [(run, 2.5)]
+    assert world.step_statuses(run) == [("Render", 1, "WAITING")]
+    assert world.events_of(run, "step.rate_limited") == [{"step": "Render", "delay_s": 2.5}]
+
+    world.let_time_pass(3)
+    world.advance(run)
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert world.step_statuses(run) == [("Render", 1, "COMPLETED")]  # the same attempt
