@@ -192,7 +192,15 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# How often alerts (governance/alerts.py) are evaluated: by beat, or by the inline sweeper.
+HIERARCH_ALERTS_SECONDS = env_int("HIERARCH_ALERTS_SECONDS", 60)
+
 CELERY_BEAT_SCHEDULE = {
+    "evaluate-alerts": {
+        "task": "governance.tasks.evaluate_alerts_task",
+        "schedule": float(HIERARCH_ALERTS_SECONDS),
+        "options": {"expires": float(HIERARCH_ALERTS_SECONDS)},
+    },
     "sweep-runs": {
         "task": "runs.tasks.sweep_runs",
         "schedule": float(HIERARCH_ENGINE["SWEEP_SECONDS"]),

@@ -18,6 +18,20 @@ class Workspace(models.Model):
     name = models.CharField(max_length=100)
     slug = models.SlugField(max_length=50, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Quotas (seed 000 §8.3): a run that would pass one is refused before it starts; 90 % of
+    # one raises an alert. Empty: no quota.
+    monthly_cost_quota_usd = models.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        help_text="What the workspace's runs may cost in a calendar month (UTC), in USD.",
+    )
+    user_monthly_run_quota = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="How many runs each person may start in a calendar month (UTC).",
+    )
 
     class Meta:
         ordering = ["name"]

@@ -18,7 +18,7 @@ from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
 
 from entities.admin import ReadOnlyAdminMixin, ScopedWorkspaceFilter, WorkspaceScopedAdmin
-from governance.models import AuditRecord, Secret
+from governance.models import Alert, AuditRecord, Secret
 from governance.permissions import ADMINISTER, has_perm, scope, workspaces_for
 from governance.vault import Redacted, secret_delete, secret_set
 
@@ -177,3 +177,37 @@ class AuditRecordAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin):
     @admin.display(description="after")
     def after_json(self, obj: AuditRecord) -> str:
         return _pretty(obj.after)
+
+
+@admin.register(Alert)
+class AlertAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin):
+    """Alerts (seed 000 §11.2), newest first; acknowledging one records who and when."""
+
+    list_display = ["created_at", "workspace", "severity", "kind", "message", "acknowledged_at"]
+    list_filter = ["kind", "severity", ScopedWorkspaceFilter]
+    search_fields = ["message"]
+    list_select_related = ["workspace"]
+    ordering = ["-created_at", "-id"]
+    fields = [
+        "workspace",
+        "created_at",
+        "kind",
+        "severity",
+        "message",
+        "entity",
+        "run_id",
+        "notified",
+        "acknowledged_at",
+        "acknowledged_by",
+    ]
+    readonly_fields = fields
+    actions = ["acknowledge"]
+
+    @admin.action(description="Acknowledge the selected alerts")
+    def acknowledge(self, request: HttpRequest, queryset: Any) -> None:
+        from django.utils import timezone
+
+        done = queryset.filter(acknowledged_at__isnull=True).update(
+            acknowledged_at=timezone.now(), acknowledged_by=request.user
+        )
+        self.message_user(request, f"{done} alert(s) acknowledged.")

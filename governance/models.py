@@ -170,3 +170,54 @@ class AuditRecord(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         raise TypeError("audit records are append-only; they are never deleted")
+
+
+class AlertKind(models.TextChoices):
+    COST_THRESHOLD = "cost_threshold", "Cost alert threshold reached"
+    BUDGET_EXHAUSTED = "budget_exhausted", "Budget exhausted"
+    QUOTA = "quota", "Quota nearly used"
+    COST_SPIKE = "cost_spike", "Cost spike"
+    FAILURE_SPIKE = "failure_spike", "Failure spike"
+    LATENCY_SPIKE = "latency_spike", "Latency spike"
+    STUCK_RUN = "stuck_run", "Stuck execution"
+
+
+class AlertSeverity(models.TextChoices):
+    INFO = "info", "Info"
+    WARNING = "warning", "Warning"
+    CRITICAL = "critical", "Critical"
+
+
+class Alert(models.Model):
+    """Something operators should look at (seed 000 §11.2), raised once per `key`."""
+
+    workspace = models.ForeignKey(
+        "entities.Workspace", on_delete=models.CASCADE, related_name="alerts"
+    )
+    kind = models.CharField(max_length=30, choices=AlertKind.choices)
+    severity = models.CharField(
+        max_length=10, choices=AlertSeverity.choices, default=AlertSeverity.WARNING
+    )
+    key = models.CharField(max_length=200)  # what makes two raises the same alert
+    message = models.TextField()
+    entity = models.ForeignKey(
+        "entities.Entity", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    run_id = models.UUIDField(null=True, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    notified = models.BooleanField(default=False)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "key"], name="alert_unique_key")
+        ]
+        indexes = [models.Index(fields=["workspace", "-created_at"], name="alert_recent_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()}: {self.message[:60]}"

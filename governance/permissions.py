@@ -98,6 +98,16 @@ def has_perm(user: Any, perm: str, workspace: Workspace) -> bool:
     return workspace.pk in allowed_workspace_ids(user, perm)
 
 
+def users_with(workspace: Workspace, perm: str) -> list[Any]:
+    """The active users who hold `perm` in the workspace (directly or through a group)."""
+    from guardian.shortcuts import get_users_with_perms
+
+    users = get_users_with_perms(
+        workspace, only_with_perms_in=[perm], with_group_users=True, with_superusers=False
+    )
+    return [user for user in users if user.is_active]
+
+
 def has_any_membership(user: Any) -> bool:
     return _active(user) and (user.is_superuser or bool(allowed_workspace_ids(user, VIEW)))
 

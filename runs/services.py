@@ -6,9 +6,10 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Sum
 from django.utils import timezone
 
-from entities.models import Entity
+from entities.models import Entity, Workspace
 from governance.audit import audit_record
 from governance.models import AuditAction
 from governance.permissions import OPERATE, has_perm
@@ -46,6 +47,8 @@ def run_start(
     definition = pinned_definition(version.pk, entity.pk)
     limit = definition["governance"]["execution_limits"]["max_recursion_depth"]
     with transaction.atomic():
+        limits = run_limits(definition, "", None)
+        _within_quotas(entity.workspace_id, user, limits["budget_usd"])
         run = Run(
             workspace_id=entity.workspace_id,
             entity=entity,
@@ -78,6 +81,62 @@ def run_start(
         )
         enqueue(str(run.pk))
     return run
+
+
+def _within_quotas(workspace_id: int, user: Any, budget: Decimal | None) -> None:
+    """Seed 000 §8.3's quotas, checked under the workspace's row lock (starts in the same
+    workspace take turns, so two cannot both take the last unit): refuse a run that would
+    pass one; raise an alert at 90 %."""
+    from governance.alerts import alert_raise
+    from governance.models import AlertKind
+
+    workspace = Workspace.objects.select_for_update().get(pk=workspace_id)
+    now = timezone.now()
+    month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    month = now.strftime("%Y-%m")
+    roots = Run.objects.filter(workspace_id=workspace_id, parent__isnull=True)
+    quota = workspace.monthly_cost_quota_usd
+    if quota is not None:
+        spent = roots.filter(created_at__gte=month_start).aggregate(total=Sum("total_cost_usd"))[
+            "total"
+        ] or Decimal(0)
+        if spent >= quota:
+            raise RunRefused(
+                "LIMIT_EXCEEDED",
+                f"{workspace.name} has spent ${spent.normalize()} of its ${quota} monthly cost "
+                "quota; no run starts until next month or a higher quota",
+            )
+        if budget is not None and spent + budget > quota:
+            raise RunRefused(
+                "LIMIT_EXCEEDED",
+                f"this run's budget of ${budget.normalize()} would take {workspace.name} past "
+                f"its ${quota} monthly cost quota (${spent.normalize()} spent)",
+            )
+        if spent >= quota * Decimal("0.9"):
+            alert_raise(
+                workspace_id=workspace_id,
+                kind=AlertKind.QUOTA,
+                key=f"quota_cost:{month}",
+                message=f"{workspace.name} has spent ${spent.normalize()} of its ${quota} "
+                "monthly cost quota (90 % or more)",
+            )
+    per_user = workspace.user_monthly_run_quota
+    if per_user is not None and getattr(user, "is_authenticated", False):
+        started = roots.filter(created_by=user, created_at__gte=month_start).count()
+        if started >= per_user:
+            raise RunRefused(
+                "LIMIT_EXCEEDED",
+                f"{user.get_username()} has started {started} runs in {workspace.name} this "
+                f"month, its quota of {per_user} runs per person",
+            )
+        if started + 1 >= per_user * 0.9:
+            alert_raise(
+                workspace_id=workspace_id,
+                kind=AlertKind.QUOTA,
+                key=f"quota_runs:{user.pk}:{month}",
+                message=f"{user.get_username()} has started {started + 1} of {per_user} runs "
+                f"allowed this month in {workspace.name} (90 % or more)",
+            )
 
 
 def run_advance(run_id: str) -> None:

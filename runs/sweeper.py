@@ -73,10 +73,18 @@ def start_inline_sweeper(interval: float | None = None) -> None:
 
 
 def _sweep_forever(interval: float) -> None:
+    import time
+
+    from governance.alerts import evaluate_alerts
+
     never = threading.Event()
+    alerts_due = 0.0
     while True:
         try:
             sweep()
+            if time.monotonic() >= alerts_due:  # the inline executor has no beat
+                alerts_due = time.monotonic() + settings.HIERARCH_ALERTS_SECONDS
+                evaluate_alerts()
         except Exception:
             log.exception("sweeping runs failed")
         finally:
