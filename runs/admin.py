@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.contrib import admin
-from django.http import HttpRequest
-from django.urls import reverse
+from django.contrib import admin, messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from entities.admin import (
@@ -17,7 +18,17 @@ from entities.admin import (
     ScopedWorkspaceFilter,
     WorkspaceScopedAdmin,
 )
-from runs.models import Artifact, LLMCall, MemoryItem, Run, RunEvent, StepRun, ToolCall
+from runs.models import (
+    TERMINAL,
+    Artifact,
+    LLMCall,
+    MemoryItem,
+    Run,
+    RunEvent,
+    StepRun,
+    ToolCall,
+)
+from runs.services import RunRefused, run_raise_budget
 
 
 def _pretty(value: Any) -> str:
@@ -86,6 +97,8 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin):
         "plan_steps",
         "state_json",
         ("total_cost_usd", "total_tokens", "llm_calls", "tool_calls"),
+        ("budget_usd", "reserved_usd", "budget_link", "cost_alert_usd"),
+        ("deadline_at", "max_llm_calls", "max_tool_calls"),
         ("created_at", "started_at", "completed_at", "execution_time_ms"),
     ]
     readonly_fields = [f for row in fields for f in (row if isinstance(row, tuple) else (row,))]
@@ -113,6 +126,50 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin):
             )
             or "-"
         )
+
+    @admin.display(description="budget")
+    def budget_link(self, obj: Run) -> str:
+        if obj.budget_usd is None or str(obj.budget_anchor) != str(obj.pk):
+            return "drawn from an ancestor's budget" if obj.budget_anchor else "no budget"
+        if obj.status in TERMINAL:
+            return "-"
+        url = reverse("admin:runs_run_raise_budget", args=[obj.pk])
+        return format_html('<a href="{}">Raise the budget and resume</a>', url)
+
+    def get_urls(self) -> list:
+        return [
+            path(
+                "<uuid:pk>/raise-budget/",
+                self.admin_site.admin_view(self.raise_budget_view),
+                name="runs_run_raise_budget",
+            ),
+            *super().get_urls(),
+        ]
+
+    def raise_budget_view(self, request: HttpRequest, pk: Any) -> HttpResponse:
+        run = get_object_or_404(self.get_queryset(request), pk=pk)
+        problem, value = "", request.POST.get("budget_usd", "")
+        if request.method == "POST":
+            try:
+                resumed = run_raise_budget(run=run, budget_usd=value.strip(), user=request.user)
+            except RunRefused as refused:
+                problem = str(refused)
+            else:
+                self.message_user(
+                    request,
+                    f"The budget is ${value.strip()} now; {len(resumed)} run(s) resumed.",
+                    messages.SUCCESS,
+                )
+                return HttpResponseRedirect(reverse("admin:runs_run_change", args=[run.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Raise the budget",
+            "run": run,
+            "problem": problem,
+            "value": value,
+        }
+        return render(request, "admin/runs/run/raise_budget.html", context)
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).select_related("entity", "entity_version", "parent")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from django.urls import reverse
 
@@ -57,3 +59,32 @@ def test_what_a_model_or_tool_produced_is_shown_escaped(client, alice, finished_
     assert "<script>alert('x')</script>" not in page
     assert "&lt;script&gt;" in page
     assert "<img src=x" not in page
+
+
+def test_an_operator_raises_a_blocked_runs_budget_from_the_admin(client, acme, charlie):
+    from tests.factories import UserFactory, grant
+
+    olga = grant(UserFactory(username="olga", is_staff=True), acme, "operator")
+    capped = EntityFactory(
+        workspace=acme, name="capped", io_contract=io(None, a="string"), max_cost=1e-6
+    )
+    driver = Driver()
+    run = driver.run(capped, {})
+    assert run.status == "BLOCKED"
+    client.force_login(olga)
+    page = client.get(reverse("admin:runs_run_change", args=[run.pk])).content.decode()
+    url = reverse("admin:runs_run_raise_budget", args=[run.pk])
+    assert url in page
+
+    refused = client.post(url, {"budget_usd": "nonsense"})
+    assert refused.status_code == 200
+    assert "budget_usd &#x27;nonsense&#x27; is not a number" in refused.content.decode()
+    assert "Nothing was changed." in refused.content.decode()
+
+    done = client.post(url, {"budget_usd": "0.05"})
+    assert done.status_code == 302
+    run.refresh_from_db()
+    assert (run.status, run.budget_usd) == ("RUNNING", Decimal("0.05"))
+
+    client.force_login(charlie)  # another workspace: not found
+    assert client.get(url).status_code == 404
