@@ -14,10 +14,10 @@ from governance.audit import audit_record
 from governance.models import AuditAction
 from governance.permissions import OPERATE, has_perm
 from runs import sql
-from runs.engine.core import BUDGET_EXHAUSTED, run_limits
+from runs.engine.core import BUDGET_EXHAUSTED, lifetime_limit, run_limits
 from runs.executors import enqueue
 from runs.models import ACTIVE, TERMINAL, Run, RunStatus, TraceSequence
-from runs.store import append_events, latest_version, pinned_definition
+from runs.store import append_events, latest_version, lifetime_left, pinned_definition
 
 
 class RunRefused(Exception):
@@ -47,7 +47,17 @@ def run_start(
     definition = pinned_definition(version.pk, entity.pk)
     limit = definition["governance"]["execution_limits"]["max_recursion_depth"]
     with transaction.atomic():
-        limits = run_limits(definition, "", None)
+        left = None
+        lifetime = lifetime_limit(definition)
+        if lifetime is not None:  # under the entity's row lock until commit
+            left = lifetime_left(entity.pk, lifetime)
+            if left <= 0:
+                raise RunRefused(
+                    "LIMIT_EXCEEDED",
+                    f"{entity.name} has used its cumulative_cost_usd of ${lifetime.normalize()} "
+                    "(what its runs cost, and hold while they run)",
+                )
+        limits = run_limits(definition, "", None, left)
         _within_quotas(entity.workspace_id, user, limits["budget_usd"])
         run = Run(
             workspace_id=entity.workspace_id,
@@ -58,7 +68,7 @@ def run_start(
             depth_limit=limit,
             created_by=user if getattr(user, "is_authenticated", False) else None,
         )
-        for name, value in run_limits(definition, str(run.id), None).items():
+        for name, value in run_limits(definition, str(run.id), None, left).items():
             setattr(run, name, value)
         run.trace_id = run.id
         run.save()

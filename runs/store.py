@@ -22,7 +22,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Q, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from entities.models import Entity, EntityVersion
@@ -36,6 +37,7 @@ from runs.engine.core import (
     LimitReached,
     RunView,
     StepRecord,
+    lifetime_limit,
     run_limits,
 )
 from runs.engine.ports import LIMIT_EXCEEDED, ModelReply, ModelRequest, ToolInvocation, ToolResult
@@ -73,6 +75,19 @@ def pinned_definition(version_id: int, entity_id: Any) -> dict:
         while len(_DEFINITIONS) > 2048:
             _DEFINITIONS.popitem(last=False)
     return definition
+
+
+def lifetime_left(entity_id: Any, limit: Decimal) -> Decimal:
+    """What an entity's cumulative_cost_usd leaves for a new run: the limit, less what its
+    ended runs cost and what its unfinished ones may still cost (their budgets). Takes the
+    entity's row lock until commit, so two runs starting at once share what is left."""
+    Entity.objects.select_for_update().filter(pk=entity_id).values_list("pk", flat=True).first()
+    runs = Run.objects.filter(entity_id=entity_id)
+    spent = runs.filter(status__in=TERMINAL).aggregate(total=Sum("total_cost_usd"))["total"]
+    held = runs.exclude(status__in=TERMINAL).aggregate(
+        total=Sum(Coalesce("budget_usd", "total_cost_usd"))
+    )["total"]
+    return limit - (spent or _ZERO) - (held or _ZERO)
 
 
 def to_micros(amount: Decimal) -> Decimal:
@@ -388,48 +403,58 @@ class OrmRunStore:
         rows = []
         now = timezone.now()
         reserve = _ZERO
-        for request in children:
-            entity, version = self._resolved(run.workspace_id, request.entity_ref)
-            child_id = uuid.uuid4()
-            limits = run_limits(
-                pinned_definition(version.pk, entity.pk), str(child_id), run.budget_anchor
-            )
-            limits["limited"] = limits["limited"] or run.limited
-            if limits["budget_usd"] is not None and run.budget_anchor is not None:
-                reserve += limits["budget_usd"]
-            rows.append(
-                {
-                    **limits,
-                    "deadline_at": run.deadline,
-                    "id": child_id,
-                    "workspace": run.workspace_id,
-                    "entity": entity.pk,
-                    "entity_version": version.pk,
-                    "parent": run.id,
-                    "root": run.trace_id,
-                    "trace_id": run.trace_id,
-                    "parent_step_key": f"{request.step_key}#{run.iteration}",
-                    "group_index": request.group_index,
-                    "spawn_group": group,
-                    "depth": run.depth + 1,
-                    "depth_limit": run.depth_limit,
-                    "lineage": [*run.lineage, run.id],
-                    "input_data": request.input,
-                    "created_by": run.created_by_id,
-                    "created_at": now,
-                    "cancel_requested": False,
-                }
-            )
-            events.add(
-                "run.created",
-                run_id=str(rows[-1]["id"]),
-                parent_id=run.id,
-                entity=entity.name,
-                type=entity.type,
-            )
-        steps, items = self._take_pending(run, steps, events.items)
         with transaction.atomic():
-            # The trace's sequence row first, the runs' rows after: one lock order.
+            for request in children:
+                entity, version = self._resolved(run.workspace_id, request.entity_ref)
+                child_id = uuid.uuid4()
+                child = pinned_definition(version.pk, entity.pk)
+                left = None
+                limit = lifetime_limit(child)
+                if limit is not None:  # under the entity's row lock until commit
+                    left = lifetime_left(entity.pk, limit)
+                    if left <= 0:
+                        raise LimitReached(
+                            LIMIT_EXCEEDED,
+                            f"{entity.name} has used its cumulative_cost_usd of "
+                            f"${limit.normalize()} (what its runs cost, and hold while they run)",
+                        )
+                limits = run_limits(child, str(child_id), run.budget_anchor, left)
+                limits["limited"] = limits["limited"] or run.limited
+                if limits["budget_usd"] is not None and run.budget_anchor is not None:
+                    reserve += limits["budget_usd"]
+                rows.append(
+                    {
+                        **limits,
+                        "deadline_at": run.deadline,
+                        "id": child_id,
+                        "workspace": run.workspace_id,
+                        "entity": entity.pk,
+                        "entity_version": version.pk,
+                        "parent": run.id,
+                        "root": run.trace_id,
+                        "trace_id": run.trace_id,
+                        "parent_step_key": f"{request.step_key}#{run.iteration}",
+                        "group_index": request.group_index,
+                        "spawn_group": group,
+                        "depth": run.depth + 1,
+                        "depth_limit": run.depth_limit,
+                        "lineage": [*run.lineage, run.id],
+                        "input_data": request.input,
+                        "created_by": run.created_by_id,
+                        "created_at": now,
+                        "cancel_requested": False,
+                    }
+                )
+                events.add(
+                    "run.created",
+                    run_id=str(rows[-1]["id"]),
+                    parent_id=run.id,
+                    entity=entity.name,
+                    type=entity.type,
+                )
+            steps, items = self._take_pending(run, steps, events.items)
+            # The trace's sequence row, then the runs' rows: one lock order (an entity's
+            # row, for its lifetime budget, comes before both).
             append_events(run.trace_id, run.id, items)
             # Children with budgets of their own set them aside at this run's anchor (seed
             # 004): all of them or none, so siblings never overspend it together.

@@ -228,14 +228,28 @@ BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
 _NOTHING = Decimal(0)
 
 
-def run_limits(definition: dict, run_id: str, parent_anchor: str | None) -> dict[str, Any]:
+def lifetime_limit(definition: dict) -> Decimal | None:
+    """The entity's cumulative_cost_usd: what all its runs together may ever cost."""
+    limit = definition["governance"]["cost_controls"].get("cumulative_cost_usd")
+    return None if limit is None else Decimal(str(limit))
+
+
+def run_limits(
+    definition: dict,
+    run_id: str,
+    parent_anchor: str | None,
+    lifetime_left: Decimal | None = None,
+) -> dict[str, Any]:
     """A new run's limits from its entity's governance section (seed 000 §3.7): its call
     limits, its budget and the run it is anchored at (itself, when it has a budget; else
-    its parent's anchor), and its cost alert threshold."""
+    its parent's anchor), and its cost alert threshold. `lifetime_left`: what the entity's
+    cumulative_cost_usd leaves (the run's budget is no more than that)."""
     governance = definition["governance"]
     limits, costs = governance["execution_limits"], governance["cost_controls"]
     budget = costs.get("max_cost_usd")
     alert = costs.get("alert_threshold_usd")
+    if lifetime_left is not None:  # cumulative_cost_usd: what the entity has left, at most
+        budget = lifetime_left if budget is None else min(Decimal(str(budget)), lifetime_left)
     return {
         "max_llm_calls": limits.get("max_llm_calls"),
         "max_tool_calls": limits.get("max_tool_calls"),

@@ -37,6 +37,7 @@ from runs.engine.core import (
     LimitReached,
     RunView,
     StepRecord,
+    lifetime_limit,
     run_limits,
 )
 from runs.engine.ports import LIMIT_EXCEEDED, ModelReply, ModelRequest, ToolInvocation, ToolResult
@@ -273,6 +274,11 @@ class InMemoryRunStore:
                 raise KeyError(f"no entity {entity_ref!r} in workspace {workspace}")
             definition = entity.definition
             run_id = self.new_id()
+            left = self._lifetime_left(entity, definition)
+            if left is not None and left <= 0:
+                raise LimitReached(
+                    LIMIT_EXCEEDED, f"{entity.name} has used its cumulative_cost_usd"
+                )
             self._world.runs[run_id] = StoredRun(
                 id=run_id,
                 trace_id=run_id,
@@ -284,7 +290,7 @@ class InMemoryRunStore:
                 depth_limit=definition["governance"]["execution_limits"]["max_recursion_depth"],
                 created_by_id=created_by_id,
                 context=_json(context or {}),
-                **run_limits(definition, run_id, None),
+                **run_limits(definition, run_id, None, left),
             )
             self._append_events(
                 run_id,
@@ -447,7 +453,15 @@ class InMemoryRunStore:
                 if entity is None:
                     raise KeyError(f"no entity {request.entity_ref!r} to start")
                 child_id = self.new_id()
-                limits = run_limits(entity.definition, child_id, run.budget_anchor)
+                left = self._lifetime_left(entity, entity.definition)
+                if left is not None and left <= 0:  # nothing is written
+                    raise LimitReached(
+                        LIMIT_EXCEEDED,
+                        f"{entity.name} has used its cumulative_cost_usd of "
+                        f"${lifetime_limit(entity.definition).normalize()} (what its runs "
+                        "cost, and hold while they run)",
+                    )
+                limits = run_limits(entity.definition, child_id, run.budget_anchor, left)
                 limits["limited"] = limits["limited"] or run.limited
                 if limits["budget_usd"] is not None and run.budget_anchor is not None:
                     reserve += limits["budget_usd"]
@@ -953,6 +967,20 @@ class InMemoryRunStore:
             for rid in found:
                 self._world.runs[rid].cancel_requested = True
             return found
+
+    def _lifetime_left(self, entity: StoredEntity, definition: dict) -> Decimal | None:
+        limit = lifetime_limit(definition)
+        if limit is None:
+            return None
+        used = Decimal(0)
+        for row in self._world.runs.values():
+            if row.workspace_id != entity.workspace_id or row.entity_ref != entity.ref:
+                continue
+            if row.status in TERMINAL or row.budget_usd is None:
+                used += row.total_cost_usd
+            else:
+                used += row.budget_usd
+        return limit - used
 
     def _name(self, row: StoredRun) -> str:
         return self._world.entities[(row.workspace_id, row.entity_ref)].name

@@ -1206,3 +1206,45 @@ def test_a_rate_limited_step_waits_its_turn_without_spending_a_retry(world):
     world.advance(run)
     assert world.status(run) == "COMPLETED", world.error(run)
     assert world.step_statuses(run) == [("Render", 1, "COMPLETED")]  # the same attempt
+
+
+def test_a_lifetime_budget_gives_each_child_run_what_is_left_and_then_refuses(world):
+    world.add(
+        "metered",
+        io_contract=io(None, ok="boolean"),
+        governance={"cost_controls": {"cumulative_cost_usd": 0.02}, **limits()},
+    )
+    world.add(
+        "loop_of_three",
+        "AGENT",
+        children=["metered", "metered", "metered"],
+    )
+    run = world.run("loop_of_three", {})
+    first, *rest = world.children(run)
+    # The first run of `metered` may use the whole lifetime budget: its budget is what is
+    # left of it ($0.02), and what it did not use is left for the next.
+    budget, _reserved, used = world.budget(first)
+    assert budget == Decimal("0.02") and used > 0
+    assert world.status(first) == "COMPLETED"
+    assert world.budget(rest[0])[0] == Decimal("0.02") - used
+
+    total = sum(world.budget(child)[2] for child in world.children(run))
+    assert total <= Decimal("0.02")
+
+
+def test_a_lifetime_budget_that_is_used_up_refuses_the_next_run(world):
+    world.add(
+        "once_only",
+        io_contract=io(None, ok="boolean"),
+        governance={"cost_controls": {"cumulative_cost_usd": 0.000001}, **limits()},
+    )
+    world.add("caller", "AGENT", children=["once_only"])
+    first = world.run("caller", {})
+    (child,) = world.children(first)
+    assert world.status(child) == "BLOCKED"  # $0.000001 has no room for a call
+
+    second = world.run("caller", {})
+    assert world.status(second) == "FAILED"
+    code, message = world.error(second)
+    assert code == "LIMIT_EXCEEDED"
+    assert "once_only has used its cumulative_cost_usd of $0.000001" in message
