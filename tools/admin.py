@@ -6,14 +6,17 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
 
 from entities.admin import ScopedWorkspaceFilter, WorkspaceScopedAdmin
 from entities.definition import normalize_tool
 from entities.forms import PrettyJSONField
 from entities.models import Entity
-from governance.permissions import DESIGN, workspaces_for
-from tools.models import Tool
+from governance.permissions import ADMINISTER, DESIGN, VIEW, has_perm, workspaces_for
+from tools.models import Tool, ToolGrant, ToolPermission
+from tools.services import tool_grant_add, tool_grant_revoke
 
 
 class ToolForm(forms.ModelForm):
@@ -95,9 +98,62 @@ class ToolForm(forms.ModelForm):
         return data
 
 
+class ToolGrantFormSet(BaseInlineFormSet):
+    def get_form_kwargs(self, index: int | None) -> dict[str, Any]:
+        # Every row, the empty "add another" template included, knows its tool.
+        return {**super().get_form_kwargs(index), "tool": self.instance}
+
+
+class ToolGrantForm(forms.ModelForm):
+    class Meta:
+        model = ToolGrant
+        fields = ["user"]
+
+    def __init__(self, *args: Any, tool: Tool | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        user = self.fields["user"]
+        # Only the workspace's members: never a list of every account of the installation.
+        workspace_id = tool.workspace_id if tool is not None else None
+        members = get_user_model().objects.filter(memberships__workspace_id=workspace_id)
+        user.queryset = members.distinct().order_by("username")
+        user.help_text = "A member of the workspace who may call this EXECUTE tool."
+        if self.instance.pk:
+            user.disabled = True  # a grant is given or taken back, never moved to someone else
+
+
+class ToolGrantInline(admin.TabularInline):
+    """Grants on an EXECUTE tool: shown to the workspace's members, given and taken back by
+    its admins."""
+
+    model = ToolGrant
+    form = ToolGrantForm
+    formset = ToolGrantFormSet
+    extra = 0
+    fields = ["user", "granted_by", "created_at"]
+    readonly_fields = ["granted_by", "created_at"]
+    verbose_name = "tool grant"
+    verbose_name_plural = "Tool grants (who may call an EXECUTE tool in the runs they start)"
+
+    def _administers(self, request: HttpRequest, obj: Tool | None) -> bool:
+        return obj is not None and has_perm(request.user, ADMINISTER, obj.workspace)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None or has_perm(request.user, VIEW, obj.workspace)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._administers(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._administers(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._administers(request, obj)
+
+
 @admin.register(Tool)
 class ToolAdmin(WorkspaceScopedAdmin):
     form = ToolForm
+    inlines = [ToolGrantInline]
     list_display = [
         "tool_id",
         "name",
@@ -126,6 +182,22 @@ class ToolAdmin(WorkspaceScopedAdmin):
         if db_field.name == "workspace":
             kwargs["queryset"] = workspaces_for(request.user, DESIGN)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def get_inline_instances(self, request: HttpRequest, obj: Any = None) -> list:
+        # Grants are for an EXECUTE tool that exists; READ and WRITE follow the roles.
+        if obj is None or obj.permissions != ToolPermission.EXECUTE:
+            return []
+        return super().get_inline_instances(request, obj)
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        if formset.model is not ToolGrant:
+            super().save_formset(request, form, formset, change)
+            return
+        formset.save(commit=False)  # fills new_objects and deleted_objects; writes nothing
+        for grant in formset.deleted_objects:
+            tool_grant_revoke(grant=grant, revoked_by=request.user)
+        for grant in formset.new_objects:
+            tool_grant_add(tool=form.instance, user=grant.user, granted_by=request.user)
 
     @admin.display(description="used by")
     def used_by(self, obj: Tool) -> str:

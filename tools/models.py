@@ -6,6 +6,7 @@ runs through the built-in adapter its `implementation` names (`tools/builtin/`).
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 
@@ -120,3 +121,33 @@ class RateCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} {self.window_seconds}s@{self.window_start}: {self.count}"
+
+
+class ToolGrant(models.Model):
+    """An explicit grant: `user` may call the EXECUTE tool `tool` in runs they start.
+
+    Without one, a run started by the user is refused at the tool call (`tools/access.py`);
+    an admin of the tool's workspace adds grants on the tool's admin page.
+    """
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="grants")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tool_grants"
+    )
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tool", "user"]
+        constraints = [
+            models.UniqueConstraint(fields=["tool", "user"], name="toolgrant_unique_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} may execute {self.tool.tool_id}"

@@ -1,10 +1,26 @@
 """The registry's tool runner: the engine's `ToolRunner` port on the built-in adapters.
 
-`invoke` checks the arguments against the tool's declared function schema before anything
-else, routes to the adapter the tool's `implementation` names (its sandbox when the call or the
-tool asks for one), and turns whatever an adapter raises into a `ToolError` the retry policy
-understands: the adapter's own, or a retryable one naming only the exception's type, since an
-exception's text may carry a URL with a token or a connection string.
+`invoke` does, in this order, and stops at the first refusal:
+
+1. checks the arguments against the tool's declared function schema;
+2. finds the adapter the tool's `implementation` names;
+3. unless the call is sandboxed: the caller's permission for the tool (`tools/access.py`),
+   the tool's secret from the vault (`tools/credentials.py`, for an adapter that sends one),
+   the tool's rate limit (`tools/ratelimit.py`), then an OAuth2 token if the tool needs one;
+4. runs the adapter (its sandbox when the call or the tool asks for one), and turns whatever
+   it raises into a `ToolError` the retry policy understands: the adapter's own, or a
+   retryable one naming only the exception's type, since an exception's text may carry a URL
+   with a token or a connection string.
+
+A sandboxed call has no external effect (it records the call and returns a realistic result),
+so it is neither counted against the rate limit, which guards the real API's quota, nor
+checked against the permission, which guards effects, nor given credentials it would not use.
+Refusals before the adapter runs are permanent, except a rate limit (RATE_LIMITED, with
+`retry_after_s`: the step waits its turn) and an unreachable rate-limit backend (retryable).
+
+Call `invoke` outside a database transaction, as the engine does: the database rate limiter
+holds its counter row locked until the transaction ends, and a rollback would give the call
+back.
 """
 
 from __future__ import annotations
@@ -15,9 +31,24 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from runs.engine.ports import ToolError, ToolInvocation, ToolResult
+from runs.engine.ports import (
+    RATE_LIMITED,
+    VALIDATION_ERROR,
+    ToolError,
+    ToolInvocation,
+    ToolResult,
+)
+from tools.access import DEFAULT_ACCESS, ToolAccess
 from tools.builtin import BUILTINS, Builtin, Replayed, ToolContext
 from tools.builtin.base import check_arguments
+from tools.credentials import DEFAULT_AUTHENTICATOR, Authenticator, Credentials
+from tools.ratelimit import (
+    InvalidRateLimit,
+    RateLimiter,
+    RateLimitUnavailable,
+    rate_limit_key,
+    rate_limiter,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -32,9 +63,17 @@ class RegistryToolRunner:
         *,
         builtins: Mapping[str, Builtin] | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        access: ToolAccess | None = None,
+        authenticator: Authenticator | None = None,
+        limiter: RateLimiter | None = None,
     ):
+        """`access` and `authenticator` default to the process's shared ones (their caches
+        serve every runner); `limiter` to the backend the settings choose at each call."""
         self.builtins = BUILTINS if builtins is None else builtins
         self.clock = clock
+        self.access = DEFAULT_ACCESS if access is None else access
+        self.authenticator = DEFAULT_AUTHENTICATOR if authenticator is None else authenticator
+        self.limiter = limiter
 
     def invoke(self, invocation: ToolInvocation) -> ToolResult:
         """Run one call; raise ToolError (permanent or not) when it fails."""
@@ -45,12 +84,18 @@ class RegistryToolRunner:
         check_arguments(parameters, invocation.arguments, tool_id=tool_id)
         builtin = self._builtin(tool, tool_id)
         sandboxed = invocation.sandbox or bool(tool.get("sandbox_mode"))
-        adapter = builtin.sandbox if sandboxed else builtin.run
+        credentials = None
+        if sandboxed:
+            adapter = builtin.sandbox
+        else:
+            adapter = builtin.run
+            credentials = self._admit(invocation, builtin, tool_id)
         context = ToolContext(
             tool=tool,
             idempotency_key=invocation.idempotency_key,
             workspace_id=invocation.workspace_id,
             run_id=invocation.run_id,
+            credentials=credentials,
         )
         started = self.clock()
         try:
@@ -71,6 +116,46 @@ class RegistryToolRunner:
         return ToolResult(
             output=_as_json(output, tool_id), latency_ms=latency_ms, replayed=replayed
         )
+
+    def _admit(
+        self, invocation: ToolInvocation, builtin: Builtin, tool_id: str
+    ) -> Credentials | None:
+        """Permission, secret, rate limit, token: raise the first refusal; else the
+        credentials the adapter sends (None for a tool without authentication)."""
+        tool = invocation.tool
+        self.access.check(invocation, tool_id=tool_id)
+        prepared = None
+        if builtin.sends_credentials:
+            # Before the rate limit: a secret that is missing must not spend the quota.
+            prepared = self.authenticator.prepare(
+                tool, workspace_id=invocation.workspace_id, tool_id=tool_id
+            )
+        limits = tool.get("rate_limit")
+        if limits:
+            self._acquire(invocation.workspace_id, tool_id, limits)
+        if prepared is None:
+            return None
+        return self.authenticator.credentials(prepared, tool_id=tool_id)
+
+    def _acquire(self, workspace_id: int, tool_id: str, limits: Any) -> None:
+        try:
+            limiter = self.limiter if self.limiter is not None else rate_limiter()
+            decision = limiter.acquire(rate_limit_key(workspace_id, tool_id), limits)
+        except InvalidRateLimit as exc:
+            raise ToolError(
+                f"tool {tool_id}: {exc}", permanent=True, code=VALIDATION_ERROR
+            ) from None
+        except RateLimitUnavailable as exc:
+            raise ToolError(f"tool {tool_id}: {exc}; it may succeed if tried again") from None
+        if not decision.allowed:
+            name = decision.limit_name
+            limit = limits.get(name) if name else None
+            raise ToolError(
+                f"tool {tool_id}: {name} {limit} reached; next call in "
+                f"{decision.retry_after_s:.1f} s",
+                code=RATE_LIMITED,
+                retry_after_s=decision.retry_after_s,
+            )
 
     def _builtin(self, tool: Mapping[str, Any], tool_id: str) -> Builtin:
         name = tool.get("implementation")

@@ -1,4 +1,5 @@
-"""A loopback HTTP server for http_request, and the context an adapter is called with."""
+"""A loopback HTTP server for http_request, the context an adapter is called with, and a
+clean slate for the process-wide caches of the runner (permissions, OAuth2 tokens)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,28 @@ from typing import Any
 import pytest
 
 from runs.engine.ports import ToolInvocation
+from tools.access import DEFAULT_ACCESS
 from tools.builtin import BUILTINS, ToolContext
+from tools.credentials import DEFAULT_AUTHENTICATOR
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The Celery rate-limit test is a reliability test; registered here too, so that
+    # `pytest tests/tools` alone knows the marker.
+    config.addinivalue_line(
+        "markers",
+        "reliability: real worker and server processes against PostgreSQL and a broker",
+    )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_runner_caches() -> Iterator[None]:
+    """Each test starts with no cached permission or token (ids repeat across tests)."""
+    DEFAULT_ACCESS.forget()
+    DEFAULT_AUTHENTICATOR.forget_tokens()
+    yield
+    DEFAULT_ACCESS.forget()
+    DEFAULT_AUTHENTICATOR.forget_tokens()
 
 
 def context_for(
@@ -34,6 +56,7 @@ def invocation(
     key: str = "run-1:step-1:1",
     workspace_id: int = 1,
     sandbox: bool = False,
+    caller_id: Any = None,
 ) -> ToolInvocation:
     definition = BUILTINS[tool].definition if isinstance(tool, str) else tool
     return ToolInvocation(
@@ -43,6 +66,7 @@ def invocation(
         workspace_id=workspace_id,
         run_id="run-1",
         sandbox=sandbox,
+        caller_id=caller_id,
     )
 
 

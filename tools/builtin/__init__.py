@@ -16,7 +16,11 @@ __all__ = ["BUILTINS", "Builtin", "Replayed", "ToolContext"]
 
 def _builtin(module: ModuleType) -> Builtin:
     return Builtin(
-        name=module.NAME, definition=module.DEFINITION, run=module.run, sandbox=module.sandbox
+        name=module.NAME,
+        definition=module.DEFINITION,
+        run=module.run,
+        sandbox=module.sandbox,
+        sends_credentials=getattr(module, "SENDS_CREDENTIALS", False),
     )
 
 

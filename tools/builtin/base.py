@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -19,15 +19,23 @@ from jsonschema.exceptions import SchemaError
 from entities.definition import humanize
 from runs.engine.ports import VALIDATION_ERROR, ToolError
 
+if TYPE_CHECKING:
+    from tools.credentials import Credentials
+
 
 @dataclass(frozen=True)
 class ToolContext:
-    """Who calls, and for which run. `tool` is the registry definition (tool.json)."""
+    """Who calls, and for which run. `tool` is the registry definition (tool.json).
+
+    `credentials` are the tool's resolved authentication (`tools/credentials.py`), given only
+    to an adapter that sends them (`SENDS_CREDENTIALS`) and never to a sandbox; their values
+    show in no repr."""
 
     tool: dict[str, Any]
     idempotency_key: str
     workspace_id: int
     run_id: str
+    credentials: Credentials | None = field(default=None, repr=False, compare=False)
 
     @property
     def tool_id(self) -> str:
@@ -50,6 +58,9 @@ class Builtin:
     definition: dict[str, Any]
     run: Adapter
     sandbox: Adapter
+    # Whether `run` sends the tool's authentication anywhere (http_request does); the runner
+    # resolves a secret only for an adapter that uses it.
+    sends_credentials: bool = False
 
     @property
     def parameters(self) -> dict[str, Any]:

@@ -11,6 +11,11 @@ subdomains) are called, and never a private, loopback or link-local address unle
 name is resolved once and the connection pinned to it), so a DNS answer that changes between
 check and connect cannot reach an internal service. Redirects are returned, not followed.
 Every request carries the call's idempotency key as `Idempotency-Key`.
+
+The tool's authentication (API_KEY, OAUTH2, SERVICE_ACCOUNT) arrives resolved in
+`context.credentials` (`tools/credentials.py`): its headers are added last, so an argument of
+the same name cannot replace them, and every occurrence of a credential in the answer (a
+server that echoes its request) is replaced by `[redacted]` before anything is returned.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from runs.engine.ports import PERMISSION_DENIED, TIMEOUT, VALIDATION_ERROR, Tool
 from tools.builtin.base import ToolContext, check_arguments
 
 NAME = "http_request"
+# The runner resolves the tool's authentication for this adapter (tools/credentials.py).
+SENDS_CREDENTIALS = True
 MAX_BODY_BYTES = 64 * 1024
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 # Headers worth passing on to a model or a later step; never Set-Cookie.
@@ -111,15 +118,18 @@ PARAMETERS = DEFINITION["function_schema"]["parameters"]
 
 def run(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
     method, url, host = _check(arguments, context)
-    address = _resolve(url, host)
+    address = resolve(url, host)
     timeout = float(arguments.get("timeout", 10))
     headers = {
         **(arguments.get("headers") or {}),
-        "Host": _host_header(url),
+        "Host": host_header(url),
         "User-Agent": "Hierarch (tool http_request)",
     }
     if context.idempotency_key:
         headers["Idempotency-Key"] = context.idempotency_key
+    credentials = context.credentials
+    if credentials is not None:
+        headers.update(credentials.headers())
     pinned = url.copy_with(host=address, username=None, password=None)
     deadline = time.monotonic() + timeout
     try:
@@ -146,11 +156,15 @@ def run(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
             f"tool {context.tool_id}: request to {host} failed: {type(exc).__name__}"
         ) from None
     _raise_for_status(response, host, context)
+    returned = {
+        name: response.headers[name] for name in RETURNED_HEADERS if name in response.headers
+    }
+    if credentials is not None:
+        body = credentials.scrub(body)
+        returned = {name: credentials.scrub_text(value) for name, value in returned.items()}
     return {
         "status": response.status_code,
-        "headers": {
-            name: response.headers[name] for name in RETURNED_HEADERS if name in response.headers
-        },
+        "headers": returned,
         "body": _decode(body, response, truncated),
         "truncated": truncated,
     }
@@ -201,22 +215,29 @@ def _check(arguments: dict[str, Any], context: ToolContext) -> tuple[str, httpx.
             permanent=True,
             code=VALIDATION_ERROR,
         )
+    url, host = checked_url(arguments["url"], what="arguments.url", tool_id=context.tool_id)
+    return method, url, host
+
+
+def checked_url(raw: str, *, what: str, tool_id: str) -> tuple[httpx.URL, str]:
+    """`raw` as a URL this tool may call, and its host: absolute http(s), no user info, a
+    host of the allow-list. `what` names the URL in errors ("arguments.url")."""
     try:
-        url = httpx.URL(arguments["url"])
+        url = httpx.URL(raw)
         host = url.raw_host.decode("ascii").lower()
-    except (httpx.InvalidURL, UnicodeError) as exc:
+    except (httpx.InvalidURL, UnicodeError, TypeError) as exc:
         raise ToolError(
-            f"arguments.url: is not a valid URL: {exc}", permanent=True, code=VALIDATION_ERROR
+            f"{what}: is not a valid URL: {exc}", permanent=True, code=VALIDATION_ERROR
         ) from None
     if url.scheme not in ("http", "https") or not host:
         raise ToolError(
-            "arguments.url: must be an absolute http:// or https:// URL",
+            f"{what}: must be an absolute http:// or https:// URL",
             permanent=True,
             code=VALIDATION_ERROR,
         )
     if url.userinfo:
         raise ToolError(
-            "arguments.url: must not carry a user name or password; credentials belong in "
+            f"{what}: must not carry a user name or password; credentials belong in "
             "the tool's authentication",
             permanent=True,
             code=VALIDATION_ERROR,
@@ -225,15 +246,14 @@ def _check(arguments: dict[str, Any], context: ToolContext) -> tuple[str, httpx.
     if not host_allowed(host, allowed):
         why = "is empty" if not allowed else "does not list it"
         raise ToolError(
-            f"tool {context.tool_id}: host {host} is not allowed "
-            f"(HIERARCH_HTTP_ALLOWED_HOSTS {why})",
+            f"tool {tool_id}: host {host} is not allowed (HIERARCH_HTTP_ALLOWED_HOSTS {why})",
             permanent=True,
             code=PERMISSION_DENIED,
         )
-    return method, url, host
+    return url, host
 
 
-def _resolve(url: httpx.URL, host: str) -> str:
+def resolve(url: httpx.URL, host: str) -> str:
     """The address to connect to, once every address the name resolves to is checked."""
     port = url.port or (443 if url.scheme == "https" else 80)
     try:
@@ -275,7 +295,7 @@ def _is_public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
-def _host_header(url: httpx.URL) -> str:
+def host_header(url: httpx.URL) -> str:
     host = url.raw_host.decode("ascii")
     host = f"[{host}]" if ":" in host else host
     return f"{host}:{url.port}" if url.port else host
@@ -324,4 +344,8 @@ def _raise_for_status(response: httpx.Response, host: str, context: ToolContext)
     message = f"tool {context.tool_id}: {host} answered HTTP {status} {response.reason_phrase}"
     if status >= 500 or status in RETRYABLE_CLIENT_ERRORS:
         raise ToolError(message)
+    if status == 401 and context.credentials is not None and context.credentials.renew():
+        # An OAuth2 token the server no longer takes (revoked, or expired early): dropped
+        # from the cache, so the next attempt fetches a new one.
+        raise ToolError(message + "; the OAuth2 token was dropped, the next attempt gets a new one")
     raise ToolError(message, permanent=True)

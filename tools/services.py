@@ -1,0 +1,71 @@
+"""Writes to the tool registry that are not tool definitions: the grants on EXECUTE tools."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+
+from entities.models import Membership
+from governance.permissions import ADMINISTER, has_perm
+from tools.models import Tool, ToolGrant
+
+logger = logging.getLogger(__name__)
+
+
+class GrantRefused(ValueError):
+    """A grant that cannot be given; the message says why."""
+
+
+def tool_grant_add(*, tool: Tool, user: Any, granted_by: Any = None) -> ToolGrant:
+    """Let `user` call the EXECUTE tool `tool` in runs they start (idempotent).
+
+    `granted_by` (None: the system) must administer the tool's workspace; `user` must be a
+    member of it."""
+    if granted_by is not None and not has_perm(granted_by, ADMINISTER, tool.workspace):
+        raise GrantRefused(
+            f"{granted_by.get_username()} may not grant tools in workspace "
+            f"{tool.workspace.slug!r}; the admin role is needed"
+        )
+    if not Membership.objects.filter(workspace_id=tool.workspace_id, user=user).exists():
+        raise GrantRefused(
+            f"{user.get_username()} is not a member of workspace {tool.workspace.slug!r}; "
+            "give them a role there first"
+        )
+    with transaction.atomic():
+        grant, created = ToolGrant.objects.get_or_create(
+            tool=tool, user=user, defaults={"granted_by": _user_or_none(granted_by)}
+        )
+    if created:
+        logger.info(
+            "tool %s of workspace %s: %s may execute it (granted by %s)",
+            tool.tool_id,
+            tool.workspace_id,
+            user.get_username(),
+            granted_by.get_username() if granted_by is not None else "the system",
+        )
+    return grant
+
+
+def tool_grant_revoke(*, grant: ToolGrant, revoked_by: Any = None) -> None:
+    """Take a grant back; the user's next call of the tool is refused (within the access
+    cache's few seconds in other processes)."""
+    tool = grant.tool
+    if revoked_by is not None and not has_perm(revoked_by, ADMINISTER, tool.workspace):
+        raise GrantRefused(
+            f"{revoked_by.get_username()} may not revoke grants in workspace "
+            f"{tool.workspace.slug!r}; the admin role is needed"
+        )
+    grant.delete()
+    logger.info(
+        "tool %s of workspace %s: grant of %s revoked by %s",
+        tool.tool_id,
+        tool.workspace_id,
+        grant.user.get_username(),
+        revoked_by.get_username() if revoked_by is not None else "the system",
+    )
+
+
+def _user_or_none(user: Any) -> Any:
+    return user if getattr(user, "is_authenticated", False) else None
