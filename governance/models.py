@@ -82,6 +82,8 @@ class AuditAction(models.TextChoices):
     APPROVAL_DECIDED = "approval.decided"
     MEMBERSHIP_GRANTED = "membership.granted"
     MEMBERSHIP_REVOKED = "membership.revoked"
+    TOOL_GRANTED = "tool.granted"
+    TOOL_GRANT_REVOKED = "tool.grant_revoked"
     # Audit action names (ruff's S105 takes the word "secret" for a password).
     SECRET_SET = "secret.set"  # noqa: S105
     SECRET_DELETED = "secret.deleted"  # noqa: S105

@@ -8,6 +8,8 @@ from typing import Any
 from django.db import transaction
 
 from entities.models import Membership
+from governance.audit import audit_record
+from governance.models import AuditAction
 from governance.permissions import ADMINISTER, has_perm
 from tools.models import Tool, ToolGrant
 
@@ -37,6 +39,16 @@ def tool_grant_add(*, tool: Tool, user: Any, granted_by: Any = None) -> ToolGran
         grant, created = ToolGrant.objects.get_or_create(
             tool=tool, user=user, defaults={"granted_by": _user_or_none(granted_by)}
         )
+        if created:
+            audit_record(
+                workspace=tool.workspace_id,
+                action=AuditAction.TOOL_GRANTED,
+                actor=granted_by,
+                object_type="tool",
+                object_id=tool.tool_id,
+                object_label=tool.tool_id,
+                after={"user": user.get_username(), "permission": "EXECUTE"},
+            )
     if created:
         logger.info(
             "tool %s of workspace %s: %s may execute it (granted by %s)",
@@ -57,7 +69,17 @@ def tool_grant_revoke(*, grant: ToolGrant, revoked_by: Any = None) -> None:
             f"{revoked_by.get_username()} may not revoke grants in workspace "
             f"{tool.workspace.slug!r}; the admin role is needed"
         )
-    grant.delete()
+    with transaction.atomic():
+        grant.delete()
+        audit_record(
+            workspace=tool.workspace_id,
+            action=AuditAction.TOOL_GRANT_REVOKED,
+            actor=revoked_by,
+            object_type="tool",
+            object_id=tool.tool_id,
+            object_label=tool.tool_id,
+            before={"user": grant.user.get_username(), "permission": "EXECUTE"},
+        )
     logger.info(
         "tool %s of workspace %s: grant of %s revoked by %s",
         tool.tool_id,

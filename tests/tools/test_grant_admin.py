@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from governance.models import AuditRecord
 from tests.admin.page_form import added_row, form_data
 from tests.factories import UserFactory, grant, make_tool
 from tools.models import ToolGrant
@@ -62,6 +63,8 @@ def test_an_admin_grants_a_member_and_is_recorded_as_the_granter(client, ada, da
     page = client.get(change_url(launch)).content.decode()
     assert "Tool grants (who may call an EXECUTE tool in the runs they start)" in page
     assert "dave" in page
+    record = AuditRecord.objects.get(action="tool.granted")
+    assert (record.actor_id, record.after) == (ada.pk, {"user": "dave", "permission": "EXECUTE"})
 
 
 def test_the_user_to_grant_is_chosen_among_the_workspaces_members(
@@ -90,6 +93,7 @@ def test_an_admin_takes_a_grant_back(client, ada, dave, launch):
 
     assert response.status_code == 302
     assert not ToolGrant.objects.filter(pk=granted.pk).exists()
+    assert AuditRecord.objects.get(action="tool.grant_revoked").before["user"] == "dave"
 
 
 def test_a_designer_sees_the_grants_but_cannot_change_them(client, ada, alice, dave, launch):
