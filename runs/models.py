@@ -77,8 +77,16 @@ class Run(models.Model):
     error_code = models.CharField(max_length=50, blank=True)
     error_message = models.TextField(blank=True)
 
+    # The run keeps its starter's id when the user is deleted (no database constraint): its
+    # tool calls are then checked as that missing user and refused, never taken for a
+    # system run's (a run started with no user, from the shell).
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        null=True,
+        blank=True,
+        related_name="+",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -113,6 +113,15 @@ def test_a_run_whose_starter_is_now_only_a_designer_fails_at_the_write_tool(acme
     assert not RecordedRow.objects.exists()
 
 
+def test_a_run_whose_starter_was_deleted_is_not_a_system_run(acme, dave):
+    run = run_as(dave, saver(acme), before=dave.delete)
+
+    assert run.status == "FAILED"
+    assert run.error_code == "PERMISSION_DENIED"
+    assert "no longer exists" in run.error_message
+    assert not RecordedRow.objects.exists()
+
+
 def test_an_execute_tool_fails_without_a_grant_and_runs_with_one(acme, dave, ada):
     entity = launcher(acme)
     refused = run_as(dave, entity)
