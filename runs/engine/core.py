@@ -568,7 +568,7 @@ class Engine:
         for outcome in outcomes:
             step = run.plan[position_of[outcome.step_key]]
             if outcome.status == "COMPLETED":
-                run.state = plans.apply_output(run.state, step["name"], outcome.output)
+                self._new_state(run, step, outcome.output, events)
                 steps.append(
                     StepRecord(
                         step["key"],
@@ -701,7 +701,7 @@ class Engine:
             self._fail(run, failure.code, message, events, [record])
             return False
         record.status, record.output = "COMPLETED", output
-        run.state = plans.apply_output(run.state, step["name"], output)
+        self._new_state(run, step, output, events)
         events.add("step.finished", step=step["name"], status="COMPLETED")
         self._go_on(run, step, position, events, [record])
         return run.status == "RUNNING"
@@ -989,6 +989,19 @@ class Engine:
         if not logging.get("log_tool_calls", True) or oversight.get("audit_level") == "MINIMAL":
             return replace(invocation, arguments={"_": NOT_LOGGED})
         return replace(invocation, arguments=self._protect(run, invocation.arguments))
+
+    def _new_state(self, run: RunView, step: dict, output: Any, events: Events) -> None:
+        """A step's output lands in the state; an entity that audits COMPREHENSIVEly and logs
+        state changes gets a `state.changed` event naming the keys that changed."""
+        before = run.state
+        run.state = plans.apply_output(run.state, step["name"], output)
+        oversight = run.definition["governance"]["human_oversight"]
+        logging = run.definition["observability"]["logging"]
+        if oversight.get("audit_level") == "COMPREHENSIVE" and logging.get(
+            "log_state_changes", True
+        ):
+            changed = sorted(k for k, v in run.state.items() if k not in before or before[k] != v)
+            events.add("state.changed", step=step["name"], keys=changed)
 
     def _check_tool_call(self, run: RunView, tool: dict, arguments: dict, data: dict) -> None:
         """The entity's safety rails before a tool call (seed 000 §3.7.4): an action

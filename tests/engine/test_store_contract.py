@@ -1248,3 +1248,21 @@ def test_a_lifetime_budget_that_is_used_up_refuses_the_next_run(world):
     code, message = world.error(second)
     assert code == "LIMIT_EXCEEDED"
     assert "once_only has used its cumulative_cost_usd of $0.000001" in message
+
+
+def test_comprehensive_auditing_logs_state_changes_unless_they_are_turned_off(world):
+    for name, logging in (("audited", {}), ("audited_quietly", {"log_state_changes": False})):
+        world.add(
+            name,
+            io_contract=io(None, answer="string"),
+            governance={"human_oversight": {"audit_level": "COMPREHENSIVE"}, **limits()},
+            observability={"logging": logging},
+        )
+    world.add("standard", io_contract=io(None, answer="string"))
+
+    audited = world.run("audited", {})
+    assert world.events_of(audited, "state.changed") == [
+        {"step": "Answer", "keys": ["Answer", "answer"]}
+    ]
+    assert world.events_of(world.run("audited_quietly", {}), "state.changed") == []
+    assert world.events_of(world.run("standard", {}), "state.changed") == []
