@@ -1266,3 +1266,43 @@ def test_comprehensive_auditing_logs_state_changes_unless_they_are_turned_off(wo
     ]
     assert world.events_of(world.run("audited_quietly", {}), "state.changed") == []
     assert world.events_of(world.run("standard", {}), "state.changed") == []
+
+
+class _EstimatesSeen:
+    """The real gateway, noting what each call was estimated to cost at most."""
+
+    def __init__(self, model: Any):
+        self.model, self.estimates = model, []
+
+    def complete(self, request: Any) -> Any:
+        return self.model.complete(request)
+
+    def count_tokens(self, model: str, text: str) -> int:
+        return self.model.count_tokens(model, text)
+
+    def estimate_cost(self, request: Any) -> Decimal:
+        self.estimates.append(self.model.estimate_cost(request))
+        return self.estimates[-1]
+
+
+def test_a_budget_of_exactly_the_calls_estimate_lets_it_run_and_a_micro_less_does_not(world):
+    world.model = _EstimatesSeen(world.model)
+    persona = {"system_prompt": "You answer."}
+
+    def add(name: str, budget: float) -> str:
+        identity = {"name": name, "description": "answers", "persona": persona}
+        return world.add(
+            name, io_contract=io(None, answer="string"), identity=identity, max_cost=budget
+        )
+
+    probe = world.run(add("probe", 1.0), {})
+    assert world.status(probe) == "COMPLETED", world.error(probe)
+    [estimate] = world.model.estimates
+    exact = world.run(add("exact", float(estimate)), {})
+    short = world.run(add("short", float(estimate - Decimal("0.000001"))), {})
+
+    assert world.model.estimates[1:] == [estimate, estimate]  # the same call each time
+    assert world.status(exact) == "COMPLETED", world.error(exact)
+    assert world.budget(exact)[2] <= estimate
+    assert world.status(short) == "BLOCKED"
+    assert world.model_call_count(short) == 0
