@@ -32,6 +32,12 @@ class Workspace(models.Model):
         blank=True,
         help_text="How many runs each person may start in a calendar month (UTC).",
     )
+    slack_webhook_secret = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The name of a vault secret (kind Webhook URL) holding a Slack incoming "
+        "webhook: alerts are posted there as well as mailed to the workspace's admins.",
+    )
 
     class Meta:
         ordering = ["name"]

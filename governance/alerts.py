@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from entities.models import Workspace
 from governance.models import Alert, AlertKind, AlertSeverity
+from runs.engine.ports import ToolError
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ SPIKE_FACTOR = 2  # a cost or latency more than this many times the usual is a s
 MIN_SAMPLES = 5  # fewer runs than this say nothing about what is usual
 FAILURE_RATE_FLOOR = Decimal("0.80")
 STUCK_GRACE = 0.5  # of the run's timeout, past its deadline
+SLACK_TIMEOUT_S = 5
 
 
 def alert_raise(
@@ -79,18 +81,46 @@ def notify(alert_id: int) -> None:
 
     alert = Alert.objects.select_related("workspace").get(pk=alert_id)
     recipients = [u.email for u in users_with(alert.workspace, ADMINISTER) if u.email]
+    subject = f"[Hierarch] {alert.workspace.name}: {alert.get_kind_display()}"
+    sent = True
     if recipients:
         try:
-            send_mail(
-                f"[Hierarch] {alert.workspace.name}: {alert.get_kind_display()}",
-                alert.message,
-                settings.DEFAULT_FROM_EMAIL,
-                recipients,
-            )
+            send_mail(subject, alert.message, settings.DEFAULT_FROM_EMAIL, recipients)
         except Exception:
             log.exception("mailing alert %s failed", alert_id)
-            return
-    Alert.objects.filter(pk=alert_id).update(notified=True)
+            sent = False
+    if alert.workspace.slack_webhook_secret:
+        sent = slack_post(alert.workspace, f"*{subject}*\n{alert.message}") and sent
+    if sent:
+        Alert.objects.filter(pk=alert_id).update(notified=True)
+
+
+def slack_post(workspace: Workspace, text: str) -> bool:
+    """Post `text` to the workspace's Slack incoming webhook (its URL kept in the vault);
+    False, logged without the URL, when it cannot be delivered."""
+    import httpx
+
+    from governance.vault import VaultError, secret_resolve
+    from tools.builtin.http_request import resolve
+
+    name = workspace.slack_webhook_secret
+    try:
+        url = httpx.URL(secret_resolve(workspace.pk, name))
+        host = url.raw_host.decode("ascii").lower()
+        if url.scheme not in ("http", "https") or not host:
+            log.warning("secret %s is not an http(s) webhook URL; Slack not posted", name)
+            return False
+        resolve(url, host)  # a private address only where HIERARCH_HTTP_ALLOW_PRIVATE says
+        response = httpx.post(str(url), json={"text": text}, timeout=SLACK_TIMEOUT_S)
+    except (VaultError, ToolError, httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:
+        log.warning(
+            "posting to Slack (secret %s) failed: %s", name, type(exc).__name__, exc_info=False
+        )
+        return False
+    if response.status_code >= 400:
+        log.warning("Slack answered %s to the webhook of secret %s", response.status_code, name)
+        return False
+    return True
 
 
 def evaluate_alerts(now: Any = None) -> int:

@@ -3,8 +3,11 @@ admins, found by the periodic evaluation from what the runs say."""
 
 from __future__ import annotations
 
+import json
+import threading
 from datetime import timedelta
 from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.core import mail
@@ -160,3 +163,81 @@ def test_budget_exhaustion_and_the_cost_threshold_are_raised_from_the_runs(entit
     evaluate_alerts()
     assert Alert.objects.get(kind="budget_exhausted").run_id == blocked.pk
     assert Alert.objects.get(kind="cost_threshold").run_id == costly.pk
+
+
+class _Hook(BaseHTTPRequestHandler):
+    received: list[dict] = []
+    status = 200
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).received.append(json.loads(body))
+        self.send_response(type(self).status)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def slack_hook():
+    _Hook.received, _Hook.status = [], 200
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/services/T000/B000/planted-token-123"
+    server.shutdown()
+
+
+def test_an_alert_is_posted_to_the_workspaces_slack_webhook_from_the_vault(
+    acme, entity, slack_hook, settings, caplog, django_capture_on_commit_callbacks
+):
+    from governance.vault import secret_set
+
+    settings.HIERARCH_HTTP_ALLOW_PRIVATE = True  # the fake webhook listens on loopback
+    secret_set(workspace=acme, name="slack-ops", value=slack_hook, kind="WEBHOOK_URL")
+    acme.slack_webhook_secret = "slack-ops"
+    acme.save()
+    Run.objects.filter(pk=run_start(entity=entity, input_data={}).pk).update(
+        status="BLOCKED", error_code="BUDGET_EXHAUSTED", error_message="budget_exhausted: x"
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        evaluate_alerts()
+
+    [posted] = _Hook.received
+    assert posted["text"].startswith("*[Hierarch] Acme: Budget exhausted*")
+    assert Alert.objects.get().notified
+    assert "planted-token-123" not in caplog.text
+
+
+def test_a_webhook_that_fails_leaves_the_alert_unnotified_and_logs_no_url(
+    acme, entity, slack_hook, settings, caplog, django_capture_on_commit_callbacks
+):
+    from governance.vault import secret_set
+
+    settings.HIERARCH_HTTP_ALLOW_PRIVATE = True
+    _Hook.status = 500
+    secret_set(workspace=acme, name="slack-ops", value=slack_hook, kind="WEBHOOK_URL")
+    acme.slack_webhook_secret = "slack-ops"
+    acme.save()
+    finished(entity, cost="3.50", cost_alert_usd=Decimal("3.00"))
+    with django_capture_on_commit_callbacks(execute=True):
+        evaluate_alerts()
+    assert not Alert.objects.get().notified
+    assert "Slack answered 500" in caplog.text
+    assert "planted-token-123" not in caplog.text
+
+
+def test_a_private_webhook_address_is_refused_unless_allowed(
+    acme, entity, slack_hook, django_capture_on_commit_callbacks
+):
+    from governance.vault import secret_set
+
+    secret_set(workspace=acme, name="slack-ops", value=slack_hook, kind="WEBHOOK_URL")
+    acme.slack_webhook_secret = "slack-ops"
+    acme.save()
+    finished(entity, cost="3.50", cost_alert_usd=Decimal("3.00"))
+    with django_capture_on_commit_callbacks(execute=True):
+        evaluate_alerts()
+    assert _Hook.received == []
+    assert not Alert.objects.get().notified
