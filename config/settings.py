@@ -176,6 +176,9 @@ HIERARCH_ENGINE = {
     # The most passes any loop makes, whatever its max_iterations (null included) says.
     "MAX_PASSES": env_int("HIERARCH_MAX_PASSES", 25),
     "INLINE_WORKERS": env_int("HIERARCH_INLINE_WORKERS", 4),
+    # PostgreSQL: the engine's per-step statements are prepared once per connection. Turn it
+    # off behind a connection pooler in transaction mode that cannot keep prepared statements.
+    "PREPARE_STATEMENTS": env_bool("HIERARCH_PREPARE_STATEMENTS", True),
 }
 
 # Celery: a message is only a hint to look at a run, the database is the truth. Acknowledge

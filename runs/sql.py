@@ -19,6 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 import psycopg
+from django.conf import settings
 from django.db import connection, models
 
 from runs.models import Run, RunEvent, TraceSequence
@@ -32,7 +33,9 @@ def _cursor() -> Iterator[Any]:
     bind on the client and never prepare, so connection poolers keep working for the rest;
     these run inside the worker's own connection. The cursor is Django's wrapper around it,
     so errors map to Django's and execute wrappers see each statement."""
-    if connection.vendor != "postgresql":
+    if connection.vendor != "postgresql" or not settings.HIERARCH_ENGINE.get(
+        "PREPARE_STATEMENTS", True
+    ):
         with connection.cursor() as cursor:
             yield cursor
         return

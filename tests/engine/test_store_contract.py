@@ -1306,3 +1306,14 @@ def test_a_budget_of_exactly_the_calls_estimate_lets_it_run_and_a_micro_less_doe
     assert world.budget(exact)[2] <= estimate
     assert world.status(short) == "BLOCKED"
     assert world.model_call_count(short) == 0
+
+
+@pytest.mark.django_db
+def test_the_orm_store_works_with_prepared_statements_turned_off(acme, settings):
+    settings.HIERARCH_ENGINE = {**settings.HIERARCH_ENGINE, "PREPARE_STATEMENTS": False}
+    world = OrmWorld(acme)
+    world.add("plain_kid", io_contract=io(None, ok="boolean"))
+    world.add("plain_mum", "AGENT", children=["plain_kid"], max_cost=1.0)
+    run = world.run("plain_mum", {})
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert world.budget(run)[1] == 0
