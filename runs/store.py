@@ -399,7 +399,7 @@ class OrmRunStore:
         self, run: RunView, *, children: list[ChildRequest], steps: list[StepRecord], events: Events
     ) -> list[str]:
         self._resolve_many(run.workspace_id, [request.entity_ref for request in children])
-        group = f"{children[0].step_key}#{run.iteration}#{run.attempt}"
+        group = f"{children[0].step_key}#{run.iteration}#{run.attempt}/{len(children)}"
         rows = []
         now = timezone.now()
         reserve = _ZERO
@@ -517,6 +517,10 @@ class OrmRunStore:
                 # SESSION memory lives as long as the trace (seed 000 §3.6.2).
                 MemoryItem.objects.filter(session=run.trace_id, scope="SESSION").delete()
                 return None
+            if run.spawn_group.endswith("/1"):
+                # An only child has no sibling to race: wake the parent, whose claim finds
+                # nothing to do if it is not waiting any more.
+                return run.parent_id
             # Lock the parent so siblings finishing at the same moment take turns; the last
             # one sees every sibling finished and wakes the parent.
             if sql.lock_status(run.parent_id) != RunStatus.WAITING:

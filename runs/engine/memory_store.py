@@ -445,7 +445,7 @@ class InMemoryRunStore:
         with self._world.lock:
             now = self.clock()
             rows = []
-            group = f"{children[0].step_key}#{run.iteration}#{run.attempt}"
+            group = f"{children[0].step_key}#{run.iteration}#{run.attempt}/{len(children)}"
             cancelled = self._world.runs[run.id].cancel_requested
             reserve = Decimal(0)
             for request in children:
@@ -569,6 +569,8 @@ class InMemoryRunStore:
                     if not (m.scope == "SESSION" and m.session == run.trace_id)
                 ]
                 return None
+            if run.spawn_group.endswith("/1"):
+                return run.parent_id  # an only child: the parent's claim sorts it out
             parent = self._world.runs[run.parent_id]
             if parent.status != "WAITING":
                 return None
