@@ -29,15 +29,19 @@ from django.utils import timezone
 from entities.models import Entity, EntityVersion
 from runs import sql
 from runs.engine.core import (
-    BUDGET_EXHAUSTED,
     ChildOutcome,
     ChildRequest,
     Events,
     LeaseLost,
     LimitReached,
+    LimitRow,
     RunView,
     StepRecord,
+    budget_blocks,
+    first_limit_hit,
     lifetime_limit,
+    lifetime_used,
+    no_room_for_children,
     run_limits,
 )
 from runs.engine.ports import LIMIT_EXCEEDED, ModelReply, ModelRequest, ToolInvocation, ToolResult
@@ -75,6 +79,22 @@ def pinned_definition(version_id: int, entity_id: Any) -> dict:
         while len(_DEFINITIONS) > 2048:
             _DEFINITIONS.popitem(last=False)
     return definition
+
+
+def _limit_row(row: Run) -> LimitRow:
+    definition = pinned_definition(row.entity_version_id, row.entity_id)
+    return LimitRow(
+        id=str(row.pk),
+        name=row.entity.name,
+        llm_calls=row.llm_calls,
+        max_llm_calls=row.max_llm_calls,
+        tool_calls=row.tool_calls,
+        max_tool_calls=row.max_tool_calls,
+        total_cost_usd=row.total_cost_usd,
+        reserved_usd=row.reserved_usd,
+        budget_usd=row.budget_usd,
+        blocks=budget_blocks(definition),
+    )
 
 
 def lifetime_left(entity_id: Any, limit: Decimal) -> Decimal:
@@ -299,48 +319,19 @@ class OrmRunStore:
             str(row.pk): row
             for row in Run.objects.filter(pk__in=[run.id, *run.lineage]).select_related("entity")
         }
-        for run_id in [run.id, *reversed(run.lineage)]:
-            row = rows.get(run_id)
-            if row is None:
-                continue
-            name = row.entity.name
-            if row.max_llm_calls is not None and row.llm_calls + llm_calls > row.max_llm_calls:
-                return LimitReached(
-                    LIMIT_EXCEEDED,
-                    f"{name} reached max_llm_calls {row.max_llm_calls} "
-                    "(its own model calls and its descendants')",
-                )
-            if row.max_tool_calls is not None and row.tool_calls + tool_calls > row.max_tool_calls:
-                return LimitReached(
-                    LIMIT_EXCEEDED,
-                    f"{name} reached max_tool_calls {row.max_tool_calls} "
-                    "(its own tool calls and its descendants')",
-                )
-            if run_id == run.budget_anchor and row.budget_usd is not None:
-                definition = pinned_definition(row.entity_version_id, row.entity_id)
-                controls = definition["governance"]["cost_controls"]
-                return LimitReached(
-                    BUDGET_EXHAUSTED,
-                    f"budget_exhausted: {name} has spent ${row.total_cost_usd.normalize()} and "
-                    f"holds ${row.reserved_usd.normalize()} for work under way of its "
-                    f"${row.budget_usd.normalize()} max_cost_usd; the next model call may "
-                    f"cost up to ${estimate.normalize()}",
-                    blocks=controls.get("on_budget_exhausted", "BLOCK") == "BLOCK",
-                )
-        return LimitReached(LIMIT_EXCEEDED, "a call limit was reached")  # raced: the row moved
+        ordered = [_limit_row(rows[r]) for r in [run.id, *reversed(run.lineage)] if r in rows]
+        found = first_limit_hit(
+            ordered,
+            anchor=run.budget_anchor,
+            llm_calls=llm_calls,
+            tool_calls=tool_calls,
+            estimate=estimate,
+        )
+        return found or LimitReached(LIMIT_EXCEEDED, "a call limit was reached")  # raced
 
     def _no_room_for_children(self, run: RunView, amount: Decimal) -> LimitReached:
         row = Run.objects.select_related("entity").get(pk=run.budget_anchor)
-        definition = pinned_definition(row.entity_version_id, row.entity_id)
-        controls = definition["governance"]["cost_controls"]
-        left = row.budget_usd - row.total_cost_usd - row.reserved_usd
-        return LimitReached(
-            BUDGET_EXHAUSTED,
-            f"budget_exhausted: {row.entity.name} has ${left.normalize()} left of its "
-            f"${row.budget_usd.normalize()} max_cost_usd; the children to start ask "
-            f"${amount.normalize()} together",
-            blocks=controls.get("on_budget_exhausted", "BLOCK") == "BLOCK",
-        )
+        return no_room_for_children(_limit_row(row), amount)
 
     def unreserve_call(self, run: RunView, estimate: Decimal) -> None:
         if run.budget_anchor is not None and estimate:
@@ -413,11 +404,7 @@ class OrmRunStore:
                 if limit is not None:  # under the entity's row lock until commit
                     left = lifetime_left(entity.pk, limit)
                     if left <= 0:
-                        raise LimitReached(
-                            LIMIT_EXCEEDED,
-                            f"{entity.name} has used its cumulative_cost_usd of "
-                            f"${limit.normalize()} (what its runs cost, and hold while they run)",
-                        )
+                        raise lifetime_used(entity.name, limit)
                 limits = run_limits(child, str(child_id), run.budget_anchor, left)
                 limits["limited"] = limits["limited"] or run.limited
                 if limits["budget_usd"] is not None and run.budget_anchor is not None:

@@ -228,6 +228,80 @@ BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
 _NOTHING = Decimal(0)
 
 
+@dataclass(frozen=True)
+class LimitRow:
+    """What a store knows of one run when a limit may be hit: its counts, limits, budget."""
+
+    id: str
+    name: str  # the run's entity
+    llm_calls: int
+    max_llm_calls: int | None
+    tool_calls: int
+    max_tool_calls: int | None
+    total_cost_usd: Decimal
+    reserved_usd: Decimal
+    budget_usd: Decimal | None
+    blocks: bool  # its entity's on_budget_exhausted is BLOCK
+
+
+def first_limit_hit(
+    rows: list[LimitRow], *, anchor: str | None, llm_calls: int, tool_calls: int, estimate: Decimal
+) -> LimitReached | None:
+    """Why the next call has no room: the first of `rows` (the run, then its ancestors up)
+    whose call limit it would pass, or the anchor's budget; None when there is room."""
+    for row in rows:
+        if row.max_llm_calls is not None and row.llm_calls + llm_calls > row.max_llm_calls:
+            return LimitReached(
+                LIMIT_EXCEEDED,
+                f"{row.name} reached max_llm_calls {row.max_llm_calls} "
+                "(its own model calls and its descendants')",
+            )
+        if row.max_tool_calls is not None and row.tool_calls + tool_calls > row.max_tool_calls:
+            return LimitReached(
+                LIMIT_EXCEEDED,
+                f"{row.name} reached max_tool_calls {row.max_tool_calls} "
+                "(its own tool calls and its descendants')",
+            )
+        if (
+            row.id == anchor
+            and row.budget_usd is not None
+            and (row.total_cost_usd + row.reserved_usd + estimate > row.budget_usd)
+        ):
+            return LimitReached(
+                BUDGET_EXHAUSTED,
+                f"budget_exhausted: {row.name} has spent ${row.total_cost_usd.normalize()} and "
+                f"holds ${row.reserved_usd.normalize()} for work under way of its "
+                f"${row.budget_usd.normalize()} max_cost_usd; the next model call may cost up "
+                f"to ${estimate.normalize()}",
+                blocks=row.blocks,
+            )
+    return None
+
+
+def no_room_for_children(anchor: LimitRow, amount: Decimal) -> LimitReached:
+    left = anchor.budget_usd - anchor.total_cost_usd - anchor.reserved_usd
+    return LimitReached(
+        BUDGET_EXHAUSTED,
+        f"budget_exhausted: {anchor.name} has ${left.normalize()} left of its "
+        f"${anchor.budget_usd.normalize()} max_cost_usd; the children to start ask "
+        f"${amount.normalize()} together",
+        blocks=anchor.blocks,
+    )
+
+
+def lifetime_used(name: str, limit: Decimal) -> LimitReached:
+    return LimitReached(
+        LIMIT_EXCEEDED,
+        f"{name} has used its cumulative_cost_usd of ${limit.normalize()} "
+        "(what its runs cost, and hold while they run)",
+    )
+
+
+def budget_blocks(definition: dict) -> bool:
+    """Whether a run out of budget waits BLOCKED (else it fails)."""
+    return definition["governance"]["cost_controls"].get("on_budget_exhausted", "BLOCK") == "BLOCK"
+
+
 def lifetime_limit(definition: dict) -> Decimal | None:
     """The entity's cumulative_cost_usd: what all its runs together may ever cost."""
     limit = definition["governance"]["cost_controls"].get("cumulative_cost_usd")

@@ -28,19 +28,23 @@ from typing import Any
 
 from runs.engine.context import InMemoryArtifactStore
 from runs.engine.core import (
-    BUDGET_EXHAUSTED,
     TERMINAL,
     ChildOutcome,
     ChildRequest,
     Events,
     LeaseLost,
     LimitReached,
+    LimitRow,
     RunView,
     StepRecord,
+    budget_blocks,
+    first_limit_hit,
     lifetime_limit,
+    lifetime_used,
+    no_room_for_children,
     run_limits,
 )
-from runs.engine.ports import LIMIT_EXCEEDED, ModelReply, ModelRequest, ToolInvocation, ToolResult
+from runs.engine.ports import ModelReply, ModelRequest, ToolInvocation, ToolResult
 
 ACTIVE = ("PENDING", "RUNNING", "WAITING", "PAUSED")  # what a cancellation stops
 ASLEEP = ("PAUSED", "BLOCKED")  # nothing advances these until a human acts
@@ -276,9 +280,7 @@ class InMemoryRunStore:
             run_id = self.new_id()
             left = self._lifetime_left(entity, definition)
             if left is not None and left <= 0:
-                raise LimitReached(
-                    LIMIT_EXCEEDED, f"{entity.name} has used its cumulative_cost_usd"
-                )
+                raise lifetime_used(entity.name, lifetime_limit(definition))
             self._world.runs[run_id] = StoredRun(
                 id=run_id,
                 trace_id=run_id,
@@ -455,12 +457,7 @@ class InMemoryRunStore:
                 child_id = self.new_id()
                 left = self._lifetime_left(entity, entity.definition)
                 if left is not None and left <= 0:  # nothing is written
-                    raise LimitReached(
-                        LIMIT_EXCEEDED,
-                        f"{entity.name} has used its cumulative_cost_usd of "
-                        f"${lifetime_limit(entity.definition).normalize()} (what its runs "
-                        "cost, and hold while they run)",
-                    )
+                    raise lifetime_used(entity.name, lifetime_limit(entity.definition))
                 limits = run_limits(entity.definition, child_id, run.budget_anchor, left)
                 limits["limited"] = limits["limited"] or run.limited
                 if limits["budget_usd"] is not None and run.budget_anchor is not None:
@@ -496,14 +493,7 @@ class InMemoryRunStore:
             if reserve:
                 anchor = self._world.runs[run.budget_anchor]
                 if _room(anchor) < reserve:  # nothing is written, as in a rolled-back commit
-                    left = _room(anchor)
-                    raise LimitReached(
-                        BUDGET_EXHAUSTED,
-                        f"budget_exhausted: {self._name(anchor)} has ${left.normalize()} left "
-                        f"of its ${anchor.budget_usd.normalize()} max_cost_usd; the children to "
-                        f"start ask ${reserve.normalize()} together",
-                        blocks=_blocks(anchor),
-                    )
+                    raise no_room_for_children(self._limit_row(anchor), reserve)
                 anchor.reserved_usd += reserve
             steps, items = take_pending(run, steps, events.items)
             for row in rows:
@@ -918,32 +908,15 @@ class InMemoryRunStore:
     ) -> LimitReached | None:
         with self._world.lock:
             rows = [self._world.runs[rid] for rid in [run.id, *reversed(run.lineage)]]
-            for row in rows:
-                name = self._name(row)
-                if row.max_llm_calls is not None and row.llm_calls + llm_calls > row.max_llm_calls:
-                    return LimitReached(
-                        LIMIT_EXCEEDED,
-                        f"{name} reached max_llm_calls {row.max_llm_calls} "
-                        "(its own model calls and its descendants')",
-                    )
-                if (
-                    row.max_tool_calls is not None
-                    and row.tool_calls + tool_calls > row.max_tool_calls
-                ):
-                    return LimitReached(
-                        LIMIT_EXCEEDED,
-                        f"{name} reached max_tool_calls {row.max_tool_calls} "
-                        "(its own tool calls and its descendants')",
-                    )
-                if row.id == run.budget_anchor and _room(row) < estimate:
-                    return LimitReached(
-                        BUDGET_EXHAUSTED,
-                        f"budget_exhausted: {name} has spent ${row.total_cost_usd.normalize()} "
-                        f"and holds ${row.reserved_usd.normalize()} for work under way of its "
-                        f"${row.budget_usd.normalize()} max_cost_usd; the next model call "
-                        f"may cost up to ${estimate.normalize()}",
-                        blocks=_blocks(row),
-                    )
+            refusal = first_limit_hit(
+                [self._limit_row(row) for row in rows],
+                anchor=run.budget_anchor,
+                llm_calls=llm_calls,
+                tool_calls=tool_calls,
+                estimate=estimate,
+            )
+            if refusal is not None:
+                return refusal
             for row in rows:
                 row.llm_calls += llm_calls
                 row.tool_calls += tool_calls
@@ -983,6 +956,20 @@ class InMemoryRunStore:
             else:
                 used += row.budget_usd
         return limit - used
+
+    def _limit_row(self, row: StoredRun) -> LimitRow:
+        return LimitRow(
+            id=row.id,
+            name=self._name(row),
+            llm_calls=row.llm_calls,
+            max_llm_calls=row.max_llm_calls,
+            tool_calls=row.tool_calls,
+            max_tool_calls=row.max_tool_calls,
+            total_cost_usd=row.total_cost_usd,
+            reserved_usd=row.reserved_usd,
+            budget_usd=row.budget_usd,
+            blocks=budget_blocks(row.definition),
+        )
 
     def _name(self, row: StoredRun) -> str:
         return self._world.entities[(row.workspace_id, row.entity_ref)].name
@@ -1025,8 +1012,3 @@ def _room(row: StoredRun) -> Decimal:
     if row.budget_usd is None:
         return Decimal("Infinity")
     return row.budget_usd - row.total_cost_usd - row.reserved_usd
-
-
-def _blocks(row: StoredRun) -> bool:
-    controls = row.definition["governance"]["cost_controls"]
-    return controls.get("on_budget_exhausted", "BLOCK") == "BLOCK"

@@ -535,7 +535,11 @@ def _in_thread(function):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="needs concurrent writers (PostgreSQL)"
+    connection.vendor != "postgresql",
+    reason=(
+        "SQLite lets one writer in at a time, so there is no race to test; "
+        "it runs on PostgreSQL (DATABASE_URL)"
+    ),
 )
 def test_concurrent_writers_in_one_workspace_keep_one_chain():
     # A fresh workspace: the writers also race to create its chain head.

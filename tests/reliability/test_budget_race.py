@@ -58,11 +58,13 @@ def test_parallel_children_on_two_workers_never_overspend_their_parents_budget(
     run.refresh_from_db()
 
     statuses = sorted(Run.objects.filter(parent=run).values_list("status", flat=True))
-    assert "BLOCKED" in statuses, statuses  # the budget ran out before all twelve calls
+    # The budget ran out before all twelve calls.
+    assert "BLOCKED" in statuses, (statuses, processes.tails())
     spent = LLMCall.objects.filter(run__parent=run).aggregate(total=Sum("cost_usd"))["total"]
-    assert run.total_cost_usd == spent
-    assert 0 < run.total_cost_usd <= BUDGET
-    assert run.reserved_usd == 0  # every call's estimate was settled
+    figures = (run.total_cost_usd, spent, run.reserved_usd, statuses, processes.tails())
+    assert run.total_cost_usd == spent, figures
+    assert 0 < run.total_cost_usd <= BUDGET, figures
+    assert run.reserved_usd == 0, figures  # every call's estimate was settled
     print(
         f"spent ${run.total_cost_usd} of ${BUDGET} in "
         f"{LLMCall.objects.filter(run__parent=run).count()} calls; children {statuses}"
