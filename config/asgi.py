@@ -21,9 +21,11 @@ from config.routing import websocket_urlpatterns  # noqa: E402
 if settings.HIERARCH_EXECUTOR == "inline":
     # The server process is the executor: it also sweeps (at once, then every
     # HIERARCH_ENGINE["SWEEP_SECONDS"]), so runs a killed or restarted server left behind resume.
+    from approvals.timers import start_approval_timer
     from runs.sweeper import start_inline_sweeper
 
     start_inline_sweeper()
+    start_approval_timer()
 
 application = ProtocolTypeRouter(
     {

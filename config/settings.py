@@ -43,6 +43,16 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
 
 
+def env_float(name: str, default: float) -> float:
+    value = os.environ.get(name, "")
+    if value == "":
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, not {value!r}") from None
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -82,6 +92,10 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "guardian",
     "channels",
+    "rest_framework",
+    "drf_spectacular",
+    "django_htmx",
+    "template_partials",
     "governance",
     "entities",
     "tools",
@@ -98,6 +112,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -112,6 +127,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "approvals.context_processors.inbox",
             ],
         },
     },
@@ -197,6 +213,14 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # How often alerts (governance/alerts.py) are evaluated: by beat, or by the inline sweeper.
 HIERARCH_ALERTS_SECONDS = env_int("HIERARCH_ALERTS_SECONDS", 60)
+
+# Human in the loop: how often approval timeouts are looked for (a thread in each Celery
+# worker's main process, or in the server with the inline executor), and the base URL the
+# notification messages link to.
+HIERARCH_HITL = {
+    "TIMER_SECONDS": env_float("HIERARCH_HITL_TIMER_SECONDS", 1.0),
+}
+HIERARCH_BASE_URL = env_str("HIERARCH_BASE_URL") or "http://127.0.0.1:8000"
 
 CELERY_BEAT_SCHEDULE = {
     "evaluate-alerts": {

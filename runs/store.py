@@ -979,6 +979,15 @@ def append_events(trace_id: str, run_id: str, items: list[tuple[str, dict]]) -> 
     transaction.on_commit(lambda: _broadcast(str(trace_id), messages))
 
 
+def broadcast(group: str, message: dict) -> None:
+    """Hand one message to a channel-layer group without waiting (at most once)."""
+    sender = _sender()
+    if sender is None:
+        return
+    loop, layer = sender
+    asyncio.run_coroutine_threadsafe(_send(layer, group, message), loop)
+
+
 def _broadcast(trace_id: str, events: list[dict]) -> None:
     """Hand the events to the channel layer without waiting: delivery is at most once, and a
     reader that misses one re-reads the trace from the database after its last number."""

@@ -1,0 +1,371 @@
+"""Every way an approval changes: asked (by the run store), decided, timed out, escalated,
+closed with its run. (`grep -n "def approval_" approvals/services.py`)
+
+A decision is taken once: the decision is one conditional UPDATE on a request still open, so
+two approvers at the same moment (in two processes) produce one decision, and the other gets
+`AlreadyDecided` naming who decided and when. The decision and the run's wake-up commit
+together; the run is handed to the executor after commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import jsonschema
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from approvals.models import OPEN, Approval, ApprovalStatus, Decision
+from governance.audit import audit_record
+from governance.models import AuditAction
+from governance.permissions import ADMINISTER, APPROVE, has_perm
+
+log = logging.getLogger(__name__)
+
+INBOX_GROUP = "approvals_{workspace_id}"  # the channel-layer group of a workspace's inbox
+FEEDBACK_MAX = 5_000
+
+
+class DecisionRefused(Exception):
+    """A decision that was not taken; nothing changed.
+
+    `code` is seed 001's error code (ALREADY_DECIDED, VALIDATION_ERROR, PERMISSION_DENIED),
+    `details` maps a field (`payload.subject`, `constraint`, …) to what is wrong with it."""
+
+    status = 400
+
+    def __init__(self, code: str, message: str, *, details: dict | None = None):
+        super().__init__(message)
+        self.code = code
+        self.details = details or {}
+
+
+class AlreadyDecided(DecisionRefused):
+    status = 409
+
+    def __init__(self, approval: Approval):
+        who = approval.responded_by.get_username() if approval.responded_by else "nobody"
+        at = approval.responded_at.isoformat() if approval.responded_at else "an unknown time"
+        if approval.status == ApprovalStatus.TIMEOUT:
+            message = f"this request timed out at {at} ({approval.timeout_action}); it is closed"
+        elif approval.status == ApprovalStatus.CANCELLED:
+            message = f"this request closed at {at}: its run was cancelled or ended"
+        elif approval.status == ApprovalStatus.NOTIFIED:
+            message = "this was a notification; there is nothing to decide"
+        else:
+            message = f"already decided by {who} at {at} ({approval.decision or approval.status})"
+        super().__init__(
+            "ALREADY_DECIDED",
+            message,
+            details={
+                "status": approval.status,
+                "decision": approval.decision,
+                "responded_by": who if approval.responded_by else None,
+                "responded_at": at if approval.responded_at else None,
+            },
+        )
+
+
+def can_decide(user: Any, approval: Approval) -> bool:
+    """Approvers decide a pending request; once it escalated, the workspace's admins."""
+    perm = ADMINISTER if approval.status == ApprovalStatus.ESCALATED else APPROVE
+    return has_perm(user, perm, approval.workspace)
+
+
+def edit_problems(approval: Approval, payload: Any) -> dict[str, str]:
+    """What is wrong with an edited payload, by field path (`payload` for the whole of it);
+    empty when the edit is valid against the schema the engine validates with."""
+    from runs.engine import planning
+
+    if approval.subject == "plan":
+        return planning.edited_plan_problems(payload, approval.context_snapshot.get("plan_rules"))
+    schema = approval.edit_schema
+    if schema is None:
+        return {} if payload is not None else {"payload": "an edit needs a payload"}
+    problems: dict[str, str] = {}
+    validator = jsonschema.Draft202012Validator(schema)
+    for error in sorted(validator.iter_errors(payload), key=lambda e: list(map(str, e.path))):
+        where = ".".join(["payload", *map(str, error.absolute_path)])
+        problems.setdefault(where, error.message)
+    return problems
+
+
+def constraint_problems(constraint: Any) -> dict[str, str]:
+    """A locked constraint (seed 002 §3.3): {"constraint": text, "rule": JSONLogic that must
+    hold before every later tool call (optional), "forbid_tools": [tool ids] (optional)}."""
+    if isinstance(constraint, str):
+        constraint = {"constraint": constraint}
+    if not isinstance(constraint, dict):
+        return {"constraint": "give the constraint as text, or as an object with 'constraint'"}
+    problems = {}
+    text = constraint.get("constraint")
+    if not isinstance(text, str) or not text.strip():
+        problems["constraint.constraint"] = "say the constraint in words (it goes to the model)"
+    elif len(text) > 1_000:
+        problems["constraint.constraint"] = "keep it under 1,000 characters"
+    unknown = set(constraint) - {"constraint", "rule", "forbid_tools"}
+    if unknown:
+        problems["constraint"] = "unknown fields: " + ", ".join(sorted(unknown))
+    rule = constraint.get("rule")
+    if rule is not None and not isinstance(rule, dict | bool):
+        problems["constraint.rule"] = 'a rule is a JSONLogic object, e.g. {"!=": [...]}'
+    tools = constraint.get("forbid_tools")
+    if tools is not None and (
+        not isinstance(tools, list) or not all(isinstance(t, str) and t for t in tools)
+    ):
+        problems["constraint.forbid_tools"] = "a list of tool ids"
+    return problems
+
+
+def normalized_constraint(constraint: Any) -> dict:
+    if isinstance(constraint, str):
+        constraint = {"constraint": constraint}
+    out = {"constraint": constraint["constraint"].strip()}
+    if constraint.get("rule") is not None:
+        out["rule"] = constraint["rule"]
+    if constraint.get("forbid_tools"):
+        out["forbid_tools"] = list(dict.fromkeys(constraint["forbid_tools"]))
+    return out
+
+
+def approval_decide(
+    *,
+    approval: Approval,
+    user: Any,
+    decision: str,
+    notes: str = "",
+    payload: Any = None,
+    constraint: Any = None,
+) -> Approval:
+    """Take a decision on an open request and let its run go on.
+
+    approve: the run goes on with what was asked; edit: with `payload` instead (valid
+    against the request's schema, else `DecisionRefused` with the field errors and the
+    request stays open); reject: the step ends as its checkpoint says, `notes` is the
+    feedback; lock_constraint: the run goes on and `constraint` binds the rest of it.
+    Raises `AlreadyDecided` (409) when someone decided first or the timeout fired."""
+    if decision not in Decision.values:
+        raise DecisionRefused(
+            "VALIDATION_ERROR",
+            f"{decision!r} is not a decision; use one of {', '.join(Decision.values)}",
+            details={"decision": "one of " + ", ".join(Decision.values)},
+        )
+    if not approval.is_open:
+        raise AlreadyDecided(approval)
+    if approval.allowed_decisions and decision not in approval.allowed_decisions:
+        raise DecisionRefused(
+            "VALIDATION_ERROR",
+            f"this request takes {', '.join(approval.allowed_decisions)}, not {decision}",
+            details={"decision": "one of " + ", ".join(approval.allowed_decisions)},
+        )
+    if not can_decide(user, approval):
+        who = "an admin" if approval.status == ApprovalStatus.ESCALATED else "an approver"
+        raise DecisionRefused(
+            "PERMISSION_DENIED",
+            f"only {who} of {approval.workspace.name} may decide this request",
+        )
+    notes = (notes or "").strip()
+    if len(notes) > FEEDBACK_MAX:
+        raise DecisionRefused(
+            "VALIDATION_ERROR",
+            f"notes are limited to {FEEDBACK_MAX:,} characters",
+            details={"notes": f"at most {FEEDBACK_MAX:,} characters"},
+        )
+    approved = approval.payload
+    locked = None
+    if decision == Decision.EDIT:
+        problems = edit_problems(approval, payload)
+        if problems:
+            raise DecisionRefused(
+                "VALIDATION_ERROR",
+                "the edited payload is not valid: "
+                + "; ".join(f"{k}: {v}" for k, v in problems.items()),
+                details=problems,
+            )
+        approved = payload
+    elif decision == Decision.LOCK_CONSTRAINT:
+        problems = constraint_problems(constraint)
+        if problems:
+            raise DecisionRefused(
+                "VALIDATION_ERROR",
+                "the constraint is not valid: "
+                + "; ".join(f"{k}: {v}" for k, v in problems.items()),
+                details=problems,
+            )
+        locked = normalized_constraint(constraint)
+    elif decision == Decision.REJECT:
+        approved = None
+    status = ApprovalStatus.REJECTED if decision == Decision.REJECT else ApprovalStatus.APPROVED
+    now = timezone.now()
+    with transaction.atomic():
+        taken = Approval.objects.filter(pk=approval.pk, status__in=OPEN).update(
+            status=status,
+            decision=decision,
+            reviewer_notes=notes,
+            approved_payload=approved,
+            locked_constraint=locked,
+            responded_by=user,
+            responded_at=now,
+        )
+        if not taken:
+            raise AlreadyDecided(
+                Approval.objects.select_related("responded_by").get(pk=approval.pk)
+            )
+        approval.refresh_from_db()
+        _resume_run(approval, now, "approval.decided", decision=decision, by=user.get_username())
+        audit_record(
+            workspace=approval.workspace_id,
+            action=AuditAction.APPROVAL_DECIDED,
+            actor=user,
+            target=approval,
+            object_label=f"{approval.get_checkpoint_trigger_display()} of run {approval.run_id}",
+            after={
+                "decision": decision,
+                "notes": notes,
+                "approved_payload": approved,
+                "locked_constraint": locked,
+            },
+        )
+    return approval
+
+
+def _resume_run(approval: Approval, now: Any, event: str, **payload: Any) -> None:
+    """Inside the decision's transaction: wake the paused run (its time waiting on a person
+    does not count against the trace's deadlines), record the event, hint after commit."""
+    from runs.executors import enqueue
+    from runs.models import TERMINAL, Run, RunStatus
+    from runs.store import append_events
+
+    waited = now - approval.requested_at
+    Run.objects.filter(trace_id=approval.trace_id, deadline_at__isnull=False).exclude(
+        status__in=TERMINAL
+    ).update(deadline_at=F("deadline_at") + waited)
+    woken = Run.objects.filter(pk=approval.run_id, status=RunStatus.PAUSED).update(
+        status=approval.resume_status, wake_at=None
+    )
+    append_events(
+        str(approval.trace_id),
+        str(approval.run_id),
+        [
+            (
+                event,
+                {
+                    "approval_id": approval.pk,
+                    "trigger": approval.checkpoint_trigger,
+                    "step": approval.step_name,
+                    "status": approval.status,
+                    **payload,
+                },
+            )
+        ],
+    )
+    if woken:
+        enqueue(str(approval.run_id))
+    broadcast_inbox(approval)
+
+
+def approval_fire_due(*, now: Any = None, limit: int = 200) -> int:
+    """Fire the timeout of every open request past its due time: PROCEED and ABORT close it
+    (TIMEOUT) and wake the run, which goes on or ends as the action says; ESCALATE hands it
+    to the workspace's admins, notifies them and starts a new timeout. A request that times
+    out again after escalating closes (TIMEOUT) and its run ends. Answers how many fired."""
+    now = now or timezone.now()
+    fired = 0
+    due = list(
+        Approval.objects.filter(status__in=OPEN, due_at__lte=now)
+        .order_by("due_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    for pk in due:
+        with transaction.atomic():
+            approval = (
+                Approval.objects.select_for_update(skip_locked=True)
+                .filter(pk=pk, status__in=OPEN, due_at__lte=now)
+                .first()
+            )
+            if approval is None:
+                continue  # decided, or another process fires it
+            fired += 1
+            if approval.status == ApprovalStatus.PENDING and approval.timeout_action == "ESCALATE":
+                approval.status = ApprovalStatus.ESCALATED
+                approval.escalated_at = now
+                approval.due_at = now + timedelta(milliseconds=approval.timeout_ms or 0)
+                approval.save(update_fields=["status", "escalated_at", "due_at"])
+                from runs.store import append_events
+
+                append_events(
+                    str(approval.trace_id),
+                    str(approval.run_id),
+                    [
+                        (
+                            "approval.escalated",
+                            {
+                                "approval_id": approval.pk,
+                                "trigger": approval.checkpoint_trigger,
+                                "step": approval.step_name,
+                                "due_at": approval.due_at.isoformat(),
+                            },
+                        )
+                    ],
+                )
+                transaction.on_commit(lambda pk=approval.pk: dispatch_notifications(pk))
+                broadcast_inbox(approval)
+                continue
+            approval.status = ApprovalStatus.TIMEOUT
+            approval.responded_at = now
+            proceeds = approval.timeout_action == "PROCEED" and approval.escalated_at is None
+            approval.approved_payload = approval.payload if proceeds else None
+            approval.save(update_fields=["status", "responded_at", "approved_payload"])
+            _resume_run(
+                approval,
+                now,
+                "approval.timed_out",
+                action="PROCEED" if proceeds else "ABORT",
+            )
+    return fired
+
+
+def approval_close_for_runs(run_ids: list[Any]) -> int:
+    """Close the open requests of runs that were cancelled or ended (CANCELLED)."""
+    now = timezone.now()
+    closing = list(Approval.objects.filter(run_id__in=run_ids, status__in=OPEN))
+    if not closing:
+        return 0
+    Approval.objects.filter(pk__in=[a.pk for a in closing], status__in=OPEN).update(
+        status=ApprovalStatus.CANCELLED, responded_at=now
+    )
+    for approval in closing:
+        approval.status = ApprovalStatus.CANCELLED
+        broadcast_inbox(approval)
+    return len(closing)
+
+
+def broadcast_inbox(approval: Approval) -> None:
+    """After commit, tell the open inboxes of the approval's workspace that it changed."""
+    from runs.store import broadcast
+
+    message = {
+        "type": "approval.changed",
+        "approval_id": approval.pk,
+        "workspace_id": approval.workspace_id,
+        "status": approval.status,
+    }
+    group = INBOX_GROUP.format(workspace_id=approval.workspace_id)
+    transaction.on_commit(lambda: broadcast(group, message))
+
+
+def dispatch_notifications(approval_id: int) -> None:
+    """Send a request's EMAIL and SLACK notifications off the engine's path: a Celery task
+    with the celery executor, a background thread with the inline one."""
+    if settings.HIERARCH_EXECUTOR == "celery":
+        from approvals.tasks import notify_approval
+
+        notify_approval.delay(approval_id)
+        return
+    from approvals.notifications import send_in_background
+
+    send_in_background(approval_id)

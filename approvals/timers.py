@@ -1,0 +1,46 @@
+"""The timer that fires approval timeouts (PROCEED, ABORT, ESCALATE) on time.
+
+It is a daemon thread, not a task: in a Celery worker it lives in the worker's main process
+(started on `worker_ready`), beside the pool, so it fires while every pool process is busy
+with long steps; with the inline executor it lives in the server process. Several timers
+(several workers) are safe: each request is fired under a row lock, skipping locked rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from django.conf import settings
+from django.db import connections
+
+log = logging.getLogger(__name__)
+
+_thread: threading.Thread | None = None
+_lock = threading.Lock()
+
+
+def start_approval_timer(interval: float | None = None) -> None:
+    global _thread
+    every = interval if interval is not None else settings.HIERARCH_HITL["TIMER_SECONDS"]
+    with _lock:
+        if _thread is not None and _thread.is_alive():
+            return
+        _thread = threading.Thread(
+            target=_fire_forever, args=(every,), name="hierarch-approval-timer", daemon=True
+        )
+        _thread.start()
+
+
+def _fire_forever(interval: float) -> None:
+    from approvals.services import approval_fire_due
+
+    never = threading.Event()
+    while True:
+        try:
+            approval_fire_due()
+        except Exception:
+            log.exception("firing approval timeouts failed")
+        finally:
+            connections.close_all()
+        never.wait(interval)
