@@ -79,10 +79,10 @@ def can_decide(user: Any, approval: Approval) -> bool:
 def edit_problems(approval: Approval, payload: Any) -> dict[str, str]:
     """What is wrong with an edited payload, by field path (`payload` for the whole of it);
     empty when the edit is valid against the schema the engine validates with."""
-    from runs.engine import planning
+    from runs.engine import hitl
 
     if approval.subject == "plan":
-        return planning.edited_plan_problems(payload, approval.context_snapshot.get("plan_rules"))
+        return hitl.edited_plan_problems(payload, approval.context_snapshot.get("plan_rules"))
     schema = approval.edit_schema
     if schema is None:
         return {} if payload is not None else {"payload": "an edit needs a payload"}

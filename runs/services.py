@@ -178,6 +178,9 @@ def run_cancel(*, run: Run, user: Any = None) -> int:
             break
         Run.objects.filter(pk__in=ids, status__in=cancellable).update(cancel_requested=True)
         asked |= ids
+    from approvals.services import approval_close_for_runs
+
+    approval_close_for_runs(list(asked))  # nobody needs to decide for a cancelled run
     now = timezone.now()
     # Runs no worker holds are ended at once; a leased one ends when its step returns.
     idle = Run.objects.filter(pk__in=asked, status__in=cancellable).exclude(

@@ -22,12 +22,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q, Sum
+from django.db.models import Avg, Count, Q, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from entities.models import Entity, EntityVersion
 from runs import sql
+from runs.engine import hitl
 from runs.engine.core import (
     ChildOutcome,
     ChildRequest,
@@ -38,6 +39,7 @@ from runs.engine.core import (
     RunView,
     StepRecord,
     budget_blocks,
+    child_step_key,
     first_limit_hit,
     lifetime_limit,
     lifetime_used,
@@ -420,7 +422,10 @@ class OrmRunStore:
                         "parent": run.id,
                         "root": run.trace_id,
                         "trace_id": run.trace_id,
-                        "parent_step_key": f"{request.step_key}#{run.iteration}",
+                        "parent_step_key": child_step_key(
+                            request.step_key, run.iteration, run.attempt
+                        ),
+                        "state": request.state or {},
                         "group_index": request.group_index,
                         "spawn_group": group,
                         "depth": run.depth + 1,
@@ -459,7 +464,7 @@ class OrmRunStore:
         return [str(row["id"]) for row in rows]
 
     def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
-        keys = [f"{key}#{run.iteration}" for key in step_keys]
+        keys = [child_step_key(key, run.iteration, run.attempt) for key in step_keys]
         entities = sql.quote(Entity._meta.db_table)
         rows = sql.select(
             Run,
@@ -514,6 +519,161 @@ class OrmRunStore:
                 return None
             unfinished = sql.group_unfinished(run.parent_id, run.spawn_group, TERMINAL)
             return None if unfinished else run.parent_id
+
+    # -- people -----------------------------------------------------------------------------
+
+    def approval_verdict(self, run: RunView, key: str) -> hitl.ApprovalVerdict | None:
+        from approvals.models import Approval
+
+        row = (
+            Approval.objects.filter(run_id=run.id, key=key)
+            .values(
+                "status",
+                "decision",
+                "approved_payload",
+                "reviewer_notes",
+                "locked_constraint",
+                "timeout_action",
+                "escalated_at",
+                "responded_by__username",
+            )
+            .first()
+        )
+        if row is None:
+            return None
+        return hitl.ApprovalVerdict(
+            status=row["status"],
+            outcome=hitl.outcome_of(
+                row["status"],
+                row["decision"],
+                row["timeout_action"],
+                row["escalated_at"] is not None,
+            ),
+            payload=row["approved_payload"],
+            notes=row["reviewer_notes"],
+            constraint=row["locked_constraint"],
+            decided_by=row["responded_by__username"] or "",
+        )
+
+    def request_approval(
+        self, run: RunView, ask: hitl.ApprovalAsk, *, steps: list[StepRecord], events: Events
+    ) -> None:
+        from approvals.models import RISK_ORDER, Approval, ApprovalStatus
+        from approvals.services import broadcast_inbox, dispatch_notifications
+
+        now = timezone.now()
+        counters = Run.objects.values(
+            "total_cost_usd", "total_tokens", "llm_calls", "tool_calls", "budget_usd"
+        ).get(pk=run.id)
+        history = Run.objects.filter(
+            entity_id=run.entity_id,
+            status=RunStatus.COMPLETED,
+            parent__isnull=run.parent_id is None,
+        ).aggregate(n=Count("pk"), cost=Avg("total_cost_usd"), ms=Avg("execution_time_ms"))
+        began = run.began_at or now
+        estimate, cost_risk, time_left = hitl.cost_estimate(
+            spent_usd=counters["total_cost_usd"],
+            tokens=counters["total_tokens"],
+            llm_calls=counters["llm_calls"],
+            tool_calls=counters["tool_calls"],
+            budget_usd=counters["budget_usd"],
+            steps_done=ask.steps_done,
+            steps_left=ask.steps_left,
+            history=hitl.RunHistory(
+                completed=history["n"],
+                mean_cost_usd=history["cost"],
+                mean_ms=float(history["ms"]) if history["ms"] is not None else None,
+            ),
+            elapsed_ms=(now - began).total_seconds() * 1000,
+        )
+        level, factors = hitl.risk_of([*ask.risk, *cost_risk])
+        required = ask.approval_required
+        approval = Approval(
+            run_id=run.id,
+            workspace_id=run.workspace_id,
+            entity_id=run.entity_id,
+            trace_id=run.trace_id,
+            key=ask.key,
+            checkpoint_trigger=ask.trigger,
+            step_name=ask.step_name[:200],
+            status=ApprovalStatus.PENDING if required else ApprovalStatus.NOTIFIED,
+            approval_required=required,
+            requested_by=ask.requested_by[:100],
+            subject=ask.subject,
+            payload=ask.payload,
+            edit_schema=ask.edit_schema,
+            allowed_decisions=list(ask.allowed_decisions),
+            context_snapshot=ask.context_snapshot,
+            reasoning_summary=ask.reasoning_summary,
+            confidence=ask.confidence,
+            risk_level=level,
+            risk_rank=RISK_ORDER[level],
+            risk_factors=factors,
+            alternatives=list(ask.alternatives),
+            cost_estimate=estimate,
+            downstream_impact={**ask.downstream_impact, "time_to_complete": time_left},
+            judge=ask.judge,
+            notification_channels=list(ask.channels),
+            timeout_ms=ask.timeout_ms,
+            timeout_action=ask.timeout_action,
+            due_at=now + timedelta(milliseconds=ask.timeout_ms)
+            if required and ask.timeout_ms
+            else None,
+            resume_status=ask.resume_status,
+        )
+        event = (
+            "approval.requested" if required else "approval.noted",
+            {
+                "trigger": ask.trigger,
+                "step": ask.step_name,
+                "risk": level,
+                "summary": ask.reasoning_summary,
+            },
+        )
+        with transaction.atomic():
+            try:
+                with transaction.atomic():
+                    approval.save(force_insert=True)
+            except IntegrityError:  # asked before (a replay): keep the first request
+                approval = Approval.objects.get(run_id=run.id, key=ask.key)
+            event[1]["approval_id"] = approval.pk
+            if required:
+                steps, items = self._take_pending(run, steps, [*events.items, event])
+                append_events(run.trace_id, run.id, items)
+                self._write_run(run, lease_owner="", lease_expires_at=None)
+                run.released = True
+                self._write_steps(run, steps)
+            else:
+                run.pending_events.add(*event[:1], **event[1])
+            broadcast_inbox(approval)
+            if {"EMAIL", "SLACK"} & set(ask.channels):
+                transaction.on_commit(lambda pk=approval.pk: dispatch_notifications(pk))
+
+    def awaiting_person(self, run: RunView) -> bool:
+        from approvals.models import OPEN, Approval
+
+        return Approval.objects.filter(trace_id=run.trace_id, status__in=OPEN).exists()
+
+    def record_judge(self, run: RunView, key: str, verdict: dict) -> None:
+        from approvals.models import JudgeDecision
+
+        _, iteration, attempt, _ = key.split(":", 3)
+        try:
+            with transaction.atomic():
+                JudgeDecision.objects.create(
+                    run_id=run.id,
+                    key=key,
+                    iteration=int(iteration),
+                    attempt=int(attempt),
+                    criterion=str(verdict.get("criterion", ""))[:500],
+                    decision=str(verdict["decision"]),
+                    confidence=float(verdict["confidence"]),
+                    rationale=str(verdict.get("rationale", "")),
+                    risk_flags=list(verdict.get("risk_flags") or []),
+                    route=str(verdict.get("route") or "auto"),
+                )
+        except IntegrityError:
+            pass  # kept before: a replay of the same review attempt
 
     # -- calls ----------------------------------------------------------------------------------
 

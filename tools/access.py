@@ -3,8 +3,9 @@
 - READ: anyone who may run the entity (starting a run needs the operator role already).
 - WRITE: the caller holds OPERATE in the tool's workspace (the operator or admin role).
 - EXECUTE: the caller holds an explicit `ToolGrant` on the tool, given by an admin of the
-  workspace. Approving a single call instead comes with the approvals inbox (HITL); until
-  then a call without a grant is refused.
+  workspace; without one, the engine asks a person in the approvals inbox first
+  (`lacks_grant`), and the call goes through with the approver's name
+  (`ToolInvocation.approved_by`).
 
 The caller is the user who started the run's trace (`ToolInvocation.caller_id`); a child
 run calls with its root's starter. A system run (caller None: `manage.py run_entity`, the
@@ -96,15 +97,35 @@ class ToolAccess:
                     f"workspace {_workspace_name(workspace_id)} to call it",
                 )
             return
+        if invocation.approved_by is not None:
+            return  # a person with the approver role approved this one call in the inbox
         if not self._granted(caller_id, workspace_id, tool_id):
             raise self._refusal(
                 tool_id,
                 permission,
                 f"{caller.name}, who started this run, needs an explicit grant on it: an admin "
                 f"of workspace {_workspace_name(workspace_id)} adds one under Tool grants on "
-                "the tool's admin page (approving a single call arrives with the approvals "
-                "inbox)",
+                "the tool's admin page",
             )
+
+    def lacks_grant(self, tool: dict, workspace_id: int, caller_id: Any) -> str | None:
+        """Why an EXECUTE call needs a person's approval (the run's starter holds no grant
+        on the tool); None when it does not. Refusals of other kinds (a deleted or
+        deactivated starter) stay refusals: `check` raises them."""
+        if (tool.get("permissions") or ToolPermission.READ) != ToolPermission.EXECUTE:
+            return None
+        if caller_id is None:
+            return None
+        caller = self._caller(caller_id, workspace_id)
+        if not caller.exists or not caller.active or caller.superuser:
+            return None
+        tool_id = str(tool.get("tool_id", "?"))
+        if self._granted(caller_id, workspace_id, tool_id):
+            return None
+        return (
+            f"{caller.name}, who started this run, holds no grant on the EXECUTE tool "
+            f"{tool_id}, so a person approves this call"
+        )
 
     def forget(self, user_id: Any = None) -> None:
         """Drop what this process knows of one user (every user: None)."""

@@ -117,6 +117,15 @@ class RegistryToolRunner:
             output=_as_json(output, tool_id), latency_ms=latency_ms, replayed=replayed
         )
 
+    def needs_approval(
+        self, tool: Mapping[str, Any], workspace_id: int, caller_id: Any
+    ) -> str | None:
+        """Why a call of `tool` needs a person's approval first (an EXECUTE tool whose
+        caller has no grant); None when it does not. Sandboxed calls never do."""
+        if tool.get("sandbox_mode"):
+            return None
+        return self.access.lacks_grant(dict(tool), workspace_id, caller_id)
+
     def _admit(
         self, invocation: ToolInvocation, builtin: Builtin, tool_id: str
     ) -> Credentials | None:

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import jsonschema
 
-from runs.engine import loop, planning, retry, review, transforms
+from runs.engine import hitl, loop, planning, retry, review, transforms
 from runs.engine import plan as plans
 from runs.engine.ports import (
     INTERNAL_ERROR,
@@ -24,6 +24,7 @@ from runs.engine.ports import (
     LIMIT_EXCEEDED,
     NOT_ACTIVE,
     PERMISSION_DENIED,
+    REJECTED,
     TIMEOUT,
     VALIDATION_ERROR,
     ModelClient,
@@ -97,6 +98,13 @@ class ChildRequest:
     group_index: int
     entity_ref: str
     input: dict
+    state: dict | None = None  # what the child inherits (constraints a person locked)
+
+
+def child_step_key(step_key: str, iteration: int, attempt: int) -> str:
+    """How a child run names the parent's step that started it: a retried group (a person
+    approved another attempt after a failure) starts new children under a new name."""
+    return f"{step_key}#{iteration}" if attempt <= 1 else f"{step_key}#{iteration}.{attempt}"
 
 
 @dataclass
@@ -208,6 +216,22 @@ class RunStore(Protocol):
 
     def cancel_descendants(self, run: RunView) -> list[str]:
         """Ask every unfinished descendant to stop; answer the ids to hint."""
+
+    def approval_verdict(self, run: RunView, key: str) -> hitl.ApprovalVerdict | None:
+        """What became of the run's request `key`; None when it was never asked."""
+
+    def request_approval(
+        self, run: RunView, ask: hitl.ApprovalAsk, *, steps: list[StepRecord], events: Events
+    ) -> None:
+        """Record the request; when it needs a decision, persist the run PAUSED with the
+        steps and events in the same commit (the store lets go of the lease). People are
+        told after commit."""
+
+    def record_judge(self, run: RunView, key: str, verdict: dict) -> None:
+        """Keep an LLM judge's verdict once (a replay finds it kept)."""
+
+    def awaiting_person(self, run: RunView) -> bool:
+        """Whether a request of the run's trace waits on a person."""
 
 
 class LeaseLost(Exception):
@@ -374,6 +398,8 @@ class Engine:
                 self._drive(run)
             except LimitReached as limit:
                 self._limit_reached(run, limit)
+        except hitl.Paused:
+            return  # the run waits on a person; the decision hands it back
         except LeaseLost:
             return  # the run is another worker's now; it carries on from what was recorded
         except Exception as exc:  # a bug must not leave the run RUNNING forever
@@ -391,6 +417,15 @@ class Engine:
             return
         if run.cancel_requested:
             self._cancel(run)
+            return
+        if run.state.get(hitl.REPLAY_KEY):
+            # Resuming after a person's decision replays the step up to its checkpoint: its
+            # model calls were recorded before the pause and are reused, not paid again.
+            run.resumed = True
+            run.state = {k: v for k, v in run.state.items() if k != hitl.REPLAY_KEY}
+        if run.state.get(hitl.LOCKED_KEY):
+            run.definition = hitl.with_locked(run.definition, run.state)
+        if run.state.get(hitl.AWAITING_KEY) and not self._resume_decision(run):
             return
         if run.status == "PENDING" and not self._start(run):
             return
@@ -412,6 +447,8 @@ class Engine:
                 return
             if self._expired(run):
                 self._timeout(run)
+                return
+            if not self._custom_checkpoints(run, group[0]):
                 return
             first = run.plan[group[0]]
             if first["type"] == plans.CHILD:
@@ -476,13 +513,24 @@ class Engine:
         timeout_ms = run.definition["governance"]["execution_limits"]["timeout_ms"]
         own = run.began_at + timedelta(milliseconds=timeout_ms)
         run.deadline = own if run.deadline is None else min(run.deadline, own)
+        carried = {k: run.state[k] for k in hitl.CARRIED_KEYS if k in (run.state or {})}
+        start_state = dict(run.input)
+        verdict = self._before_execution(run, carried, events)
+        if verdict is False:
+            return False
+        if isinstance(verdict, dict):
+            start_state = verdict  # a person edited the input
+        carried = {k: run.state[k] for k in hitl.CARRIED_KEYS if k in (run.state or {})}
         names = self._child_names(run)
         static = plans.build_static_plan(run.definition, names)
-        run.state = dict(run.input)
+        run.state = {**start_state, **carried}
         run.status = "RUNNING"
         run.cursor = 0
         events.add("run.status", status="RUNNING")
         plan = self._plan(run, static, names, events, feedback="")
+        if plan is None:
+            return False
+        plan = self._after_planning(run, plan, static, events)
         if plan is None:
             return False
         run.plan = plan
@@ -603,8 +651,11 @@ class Engine:
                     started_at=self.clock(),
                 )
             )
+            carried = {k: run.state[k] for k in hitl.CARRIED_KEYS if k in run.state}
             requests.append(
-                ChildRequest(step["key"], len(requests), step["target_entity"], child_input)
+                ChildRequest(
+                    step["key"], len(requests), step["target_entity"], child_input, carried or None
+                )
             )
             events.add("step.started", step=step["name"], type=step["type"])
         if requests and run.depth + 1 > run.depth_limit:
@@ -673,6 +724,9 @@ class Engine:
         if failed is not None:
             code = failed.error_code or "CHILD_FAILED"
             message = f"{failed.entity_name} {failed.status.lower()}: {failed.error_message}"
+            if failed.status == "FAILED":
+                position = position_of[failed.step_key]
+                self._on_failure(run, run.plan[position], position, code, message, events, steps)
             self._fail(run, code, message, events, steps)
             return False
         run.status = "RUNNING"
@@ -689,12 +743,28 @@ class Engine:
             events.add("step.exit", step=step["name"], to="END")
         elif target == "ESCALATE":
             events.add("step.exit", step=step["name"], to="ESCALATE")
-            run.status = "BLOCKED"
-            run.error_code = "ESCALATED"
-            run.error_message = (
-                f"step {step['name']!r} asked for a human decision (exit condition ESCALATE)"
+            reason = f"an exit condition of step {step['name']!r} escalates to a person"
+            output = run.state.get(step["name"])
+            schema = (
+                run.definition["io_contract"]["output"]["schema"]
+                if step["type"] == "THOUGHT"
+                else None
             )
-            self.store.save(run, steps=steps, events=events)
+            self._ask(
+                run,
+                hitl.default_checkpoint(run.definition, "EXIT_ESCALATE", reason),
+                key=f"EXIT:{step['key']}:{run.iteration}:{run.attempt}",
+                step_name=step["name"],
+                subject="output",
+                payload=output,
+                edit_schema=schema,
+                reasoning=f"{reason}. Approve to go on with its output, edit the output, or "
+                "reject to end the run.",
+                steps=steps,
+                events=events,
+                risk=[("medium", reason)],
+                awaiting={"position": position},
+            )
             return
         elif isinstance(target, int):
             run.cursor = target
@@ -772,6 +842,11 @@ class Engine:
             message = f"step {step['name']!r}: {failure}"
             if record.attempt > 1:
                 message += f" (after {record.attempt} attempts; {decision.reason})"
+            if failure.code == REJECTED and self._takes_alternative_path(run):
+                self._later(run, [record], events)
+                feedback = f"A person rejected step {step['name']!r}: {failure}"
+                return self._replan(run, feedback, events)
+            self._on_failure(run, step, position, failure.code, message, events, [record])
             self._fail(run, failure.code, message, events, [record])
             return False
         record.status, record.output = "COMPLETED", output
@@ -1013,6 +1088,8 @@ class Engine:
             reply = self._call_model(run, record, request)
             arguments = reply.tool_arguments or {}
         record.input = arguments
+        arguments = self._tool_approval(run, step, tool, arguments, record)
+        record.input = arguments
         self._check_tool_call(run, tool, arguments, data)
         key = f"{run.id}:{record.key}:{record.iteration}:{record.attempt}"
         invocation = ToolInvocation(
@@ -1023,6 +1100,7 @@ class Engine:
             run_id=run.id,
             sandbox=bool(tool.get("sandbox_mode")),
             caller_id=run.created_by_id,
+            approved_by=getattr(record, "approved_by", None),
         )
         recorded = self.store.recorded_tool_result(run, key)
         if recorded is not None:
@@ -1092,18 +1170,24 @@ class Engine:
                     PERMISSION_DENIED,
                     f"{name} may not call the tool {tool_id}: action_restrictions block it",
                 )
-            if restriction.get("requires_approval", True):
-                raise StepFailed(
-                    PERMISSION_DENIED,
-                    f"{name} may call the tool {tool_id} only with a human approval "
-                    "(action_restrictions); this version has no approvals inbox yet, so the "
-                    "call is refused",
-                )
+            # requires_approval: a person approved this call before (_tool_approval).
+        facts = {**data, "tool": {"tool_id": tool_id, "arguments": arguments}}
+        locked = hitl.forbidden_by_lock(run.state, tool_id, facts)
+        if locked is not None:
+            raise StepFailed(
+                PERMISSION_DENIED,
+                f"a constraint a person locked forbids calling {tool_id}: {locked}",
+            )
         constraints = run.definition["identity"]["persona"].get("behavioral_constraints") or []
-        ruled = [c for c in constraints if isinstance(c, dict) and c.get("rule") is not None]
+        ruled = [
+            c
+            for c in constraints
+            if isinstance(c, dict)
+            and c.get("rule") is not None
+            and c not in run.state.get(hitl.LOCKED_KEY, ())
+        ]
         if not ruled:
             return
-        facts = {**data, "tool": {"tool_id": tool_id, "arguments": arguments}}
         for constraint in ruled:
             if not plans.holds(constraint["rule"], facts):
                 raise StepFailed(
@@ -1111,6 +1195,491 @@ class Engine:
                     f"the behavioral constraint {constraint['constraint']!r} forbids calling "
                     f"{tool_id} with these arguments",
                 )
+
+    # -- human in the loop ----------------------------------------------------------------
+
+    def _ask(
+        self,
+        run: RunView,
+        checkpoint: hitl.Checkpoint,
+        *,
+        key: str,
+        step_name: str,
+        subject: str,
+        payload: Any,
+        edit_schema: dict | None,
+        reasoning: str,
+        steps: list[StepRecord],
+        events: Events,
+        allowed: tuple[str, ...] = hitl.ALL_DECISIONS,
+        resume_status: str = "RUNNING",
+        risk: list[tuple[str, str]] | None = None,
+        context: dict | None = None,
+        tools: list[dict] | None = None,
+        alternatives: list[dict] | None = None,
+        judge: dict | None = None,
+        confidence: dict | None = None,
+        awaiting: dict | None = None,
+    ) -> hitl.ApprovalVerdict | None:
+        """Ask a person, once per checkpoint: the decision when one was taken (the run is
+        resuming); None when nobody needs to decide (a notification-only checkpoint); else
+        the run is persisted PAUSED and `hitl.Paused` unwinds the engine. `awaiting` marks a
+        request the run resumes from (after a failure, an exit, a review) rather than one
+        it meets again by replaying the step."""
+        verdict = self.store.approval_verdict(run, key)
+        if verdict is not None:
+            if verdict.outcome:
+                return verdict
+            if verdict.status == "NOTIFIED":
+                return None
+        plan = run.plan or []
+        position = min(run.cursor, len(plan))
+        upcoming = plan[position:]
+        tools_by_id = {t["tool_id"]: t for t in run.definition["capabilities"]["tools"]}
+        affected = [s["name"] for s in upcoming]
+        impacted_tools = list(tools or []) + [
+            tools_by_id[s["tool_id"]] for s in upcoming if s.get("tool_id") in tools_by_id
+        ]
+        snapshot = {
+            "entity": run.definition["identity"]["name"],
+            "input": hitl.clipped(run.input),
+            "state": hitl.clipped(
+                {k: v for k, v in (run.state or {}).items() if not k.startswith("_")}
+            ),
+            "plan": [s["name"] for s in plan],
+            "cursor": run.cursor,
+            "iteration": run.iteration,
+            "attempt": run.attempt,
+            **(context or {}),
+        }
+        if subject == "plan":
+            snapshot["plan_rules"] = hitl.plan_rules(run.definition, payload or [])
+        ask = hitl.ApprovalAsk(
+            key=key,
+            trigger=checkpoint.trigger,
+            step_name=step_name,
+            subject=subject,
+            payload=payload,
+            edit_schema=edit_schema,
+            allowed_decisions=allowed,
+            approval_required=checkpoint.approval_required,
+            channels=checkpoint.channels,
+            timeout_ms=checkpoint.timeout_ms,
+            timeout_action=checkpoint.timeout_action,
+            resume_status=resume_status,
+            requested_by=run.definition["identity"]["name"],
+            reasoning_summary=hitl.summary(reasoning),
+            confidence=confidence or {"plan": None, "execution": None, "output": None},
+            risk=tuple(risk or ()),
+            alternatives=tuple(alternatives or ()),
+            steps_done=sum(1 for s in plan[:position] if s),
+            steps_left=len(upcoming),
+            downstream_impact={
+                "affected_steps": affected,
+                "reversibility": hitl.reversibility(impacted_tools),
+            },
+            context_snapshot=snapshot,
+            judge=judge,
+        )
+        if not checkpoint.approval_required:
+            self.store.request_approval(run, ask, steps=[], events=Events())
+            return None
+        if awaiting is not None:
+            run.state = {
+                **run.state,
+                hitl.AWAITING_KEY: {**awaiting, "key": key, "trigger": checkpoint.trigger},
+            }
+        run.state = {**run.state, hitl.REPLAY_KEY: True}
+        run.status = "PAUSED"
+        self.store.request_approval(run, ask, steps=steps, events=events)
+        raise hitl.Paused
+
+    def _lock(self, run: RunView, verdict: hitl.ApprovalVerdict) -> None:
+        """A person locked a constraint: it binds the rest of the run and its new children."""
+        if verdict.outcome != hitl.LOCK or not verdict.constraint:
+            return
+        locked = [*hitl.locked_rules(run.state), verdict.constraint]
+        run.state = {**run.state, hitl.LOCKED_KEY: locked}
+        run.definition = hitl.with_locked(run.definition, run.state)
+        run.pending_events.add(
+            "constraint.locked", constraint=verdict.constraint["constraint"], by=verdict.decided_by
+        )
+
+    def _refused_by_person(
+        self,
+        run: RunView,
+        verdict: hitl.ApprovalVerdict,
+        what: str,
+        events: Events,
+        steps: list[StepRecord],
+    ) -> None:
+        """A rejection or an ABORT timeout ends the run (REJECTED, TIMEOUT)."""
+        if verdict.outcome == hitl.ABORT:
+            self._fail(
+                run,
+                TIMEOUT,
+                f"nobody decided on {what} in time (timeout_action ABORT, or a timeout "
+                "after escalating)",
+                events,
+                steps,
+            )
+            return
+        by = f" by {verdict.decided_by}" if verdict.decided_by else ""
+        feedback = f": {verdict.notes}" if verdict.notes else ""
+        self._fail(run, REJECTED, f"{what} was rejected{by}{feedback}", events, steps)
+
+    def _before_execution(self, run: RunView, carried: dict, events: Events) -> Any:
+        """The BEFORE_EXECUTION checkpoint: True to go on, a dict (an edited input) to go on
+        with, False when the run ended."""
+        data = plans.logic_data(run.input, run.input, run.iteration)
+        checkpoint = hitl.configured(run.definition, "BEFORE_EXECUTION", data)
+        if checkpoint is None:
+            return True
+        name = run.definition["identity"]["name"]
+        verdict = self._ask(
+            run,
+            checkpoint,
+            key="BEFORE_EXECUTION",
+            step_name="",
+            subject="input",
+            payload=run.input,
+            edit_schema=run.definition["io_contract"]["input"]["schema"],
+            reasoning=f"{name} is about to start with this input; its BEFORE_EXECUTION "
+            "checkpoint asks a person first.",
+            steps=[],
+            events=Events(),
+            resume_status="PENDING",
+            risk=[("low", "nothing has run yet")],
+        )
+        if verdict is None:
+            return True
+        if verdict.outcome in (hitl.REJECT, hitl.ABORT):
+            self._refused_by_person(run, verdict, f"starting {name}", events, [])
+            return False
+        self._lock(run, verdict)
+        if verdict.outcome == hitl.EDIT:
+            problems = input_problems(run.definition, verdict.payload)
+            if problems:
+                self._fail(
+                    run, INVALID_INPUT, "the edited input: " + "; ".join(problems), events, []
+                )
+                return False
+            return dict(verdict.payload)
+        return True
+
+    def _after_planning(
+        self, run: RunView, plan: list[dict], static: list[dict], events: Events
+    ) -> list[dict] | None:
+        """The AFTER_PLANNING checkpoint: the plan to run (as planned, or as a person edited
+        it); None when the run ended."""
+        checkpoint = hitl.configured(run.definition, "AFTER_PLANNING", self._data(run))
+        if checkpoint is None:
+            return plan
+        name = run.definition["identity"]["name"]
+        alternatives = []
+        dynamic = run.definition["planning"]["dynamic_planning"].get("enabled")
+        if dynamic and [s["name"] for s in plan] != [s["name"] for s in static]:
+            alternatives = [
+                {
+                    "option": "the static plan: " + ", ".join(s["name"] for s in static),
+                    "pros": ["designed ahead of time"],
+                    "cons": ["does not adapt to this input"],
+                    "confidence": None,
+                },
+                {
+                    "option": "the reconciled plan: " + ", ".join(s["name"] for s in plan),
+                    "pros": ["adapted to this input by the model"],
+                    "cons": ["departs from the designed plan"],
+                    "confidence": None,
+                },
+            ]
+        run.cursor = 0
+        verdict = self._ask(
+            run,
+            checkpoint,
+            key=f"AFTER_PLANNING:{run.iteration}",
+            step_name="Plan",
+            subject="plan",
+            payload=plan,
+            edit_schema=None,
+            reasoning=f"{name} planned {len(plan)} steps: "
+            + ", ".join(s["name"] for s in plan)
+            + ". Its AFTER_PLANNING checkpoint asks a person to approve or edit the plan.",
+            steps=[],
+            events=Events(),
+            resume_status="PENDING",
+            risk=[("medium", "a dynamic plan made by the model")] if dynamic else [],
+            alternatives=alternatives,
+        )
+        if verdict is None:
+            return plan
+        if verdict.outcome in (hitl.REJECT, hitl.ABORT):
+            self._refused_by_person(run, verdict, f"the plan of {name}", events, [])
+            return None
+        self._lock(run, verdict)
+        if verdict.outcome == hitl.EDIT:
+            edited = hitl.normalized_plan(verdict.payload)
+            events.add("plan.edited", steps=[s["name"] for s in edited], by=verdict.decided_by)
+            return edited
+        return plan
+
+    def _custom_checkpoints(self, run: RunView, position: int) -> bool:
+        """CUSTOM_CONDITION checkpoints before a step: False when the run paused or ended."""
+        customs = hitl.custom_checkpoints(run.definition)
+        if not customs:
+            return True
+        step = run.plan[position]
+        data = self._data(run)
+        for index, config in customs:
+            if not plans.holds(config["condition"], data):
+                continue
+            checkpoint = hitl.configured(
+                {"governance": {"human_oversight": {"hitl_checkpoints": [config]}}},
+                "CUSTOM_CONDITION",
+                data,
+            )
+            verdict = self._ask(
+                run,
+                checkpoint,
+                key=f"CUSTOM:{index}:{step['key']}:{run.iteration}:{run.attempt}",
+                step_name=step["name"],
+                subject="state",
+                payload={k: v for k, v in run.state.items() if not k.startswith("_")},
+                edit_schema={"type": "object"},
+                reasoning=f"before step {step['name']!r}: the condition of a CUSTOM_CONDITION "
+                "checkpoint holds against the run's state, so a person decides whether it "
+                "goes on.",
+                steps=[],
+                events=Events(),
+                risk=[("medium", "a custom condition of the entity's governance holds")],
+                context={"condition": config["condition"]},
+            )
+            if verdict is None:
+                continue
+            if verdict.outcome in (hitl.REJECT, hitl.ABORT):
+                self._refused_by_person(run, verdict, f"step {step['name']!r}", Events(), [])
+                return False
+            self._lock(run, verdict)
+            if verdict.outcome == hitl.EDIT:
+                run.state = {**run.state, **verdict.payload}
+        return True
+
+    def _tool_approval(
+        self, run: RunView, step: dict, tool: dict, arguments: dict, record: StepRecord
+    ) -> dict:
+        """Before a tool call: the BEFORE_TOOL_CALL checkpoint, an action restriction that
+        requires approval, an EXECUTE tool the run's starter has no grant for. One request
+        covers them all. Answers the arguments to call with; raises StepFailed(REJECTED)."""
+        data = {**self._data(run), "tool": {"tool_id": tool["tool_id"], "arguments": arguments}}
+        checkpoint = hitl.configured(run.definition, "BEFORE_TOOL_CALL", data)
+        risk: list[tuple[str, str]] = []
+        permission = tool.get("permissions") or "READ"
+        if permission == "WRITE":
+            risk.append(("medium", f"{tool['tool_id']} writes (WRITE permission)"))
+        elif permission == "EXECUTE":
+            risk.append(("high", f"{tool['tool_id']} executes actions (EXECUTE permission)"))
+        reasons = []
+        if checkpoint is not None:
+            reasons.append("the BEFORE_TOOL_CALL checkpoint asks a person before tool calls")
+        rails = run.definition["governance"]["safety_rails"]
+        for restriction in rails.get("action_restrictions") or []:
+            if restriction["restricted_action"] not in (tool["tool_id"], f"tool:{tool['tool_id']}"):
+                continue
+            if restriction.get("requires_approval", True) and not restriction.get(
+                "blocked_entirely"
+            ):
+                reasons.append("an action restriction requires a person's approval")
+                risk.append(("high", f"{tool['tool_id']} is a restricted action"))
+                if checkpoint is None or not checkpoint.approval_required:
+                    checkpoint = hitl.default_checkpoint(
+                        run.definition, "ACTION_RESTRICTION", reasons[-1]
+                    )
+        needs = getattr(self.tools, "needs_approval", None)
+        lacking = needs(tool, run.workspace_id, run.created_by_id) if needs else None
+        if lacking:
+            reasons.append(lacking)
+            risk.append(("high", f"no standing grant for {tool['tool_id']} (EXECUTE)"))
+            if checkpoint is None or not checkpoint.approval_required:
+                checkpoint = hitl.default_checkpoint(run.definition, "TOOL_GRANT", lacking)
+        if checkpoint is None:
+            return arguments
+        function = tool.get("function_schema") or {}
+        verdict = self._ask(
+            run,
+            checkpoint,
+            key=f"TOOL:{record.key}:{record.iteration}:{record.attempt}",
+            step_name=step["name"],
+            subject="tool_arguments",
+            payload=arguments,
+            edit_schema=function.get("parameters") or {"type": "object"},
+            reasoning=f"{run.definition['identity']['name']} wants to call "
+            f"{function.get('name') or tool['tool_id']} in step {step['name']!r}: "
+            + "; ".join(reasons),
+            steps=[replace(record, status="WAITING")],
+            events=Events(),
+            risk=risk,
+            tools=[tool],
+            context={
+                "tool": {
+                    "tool_id": tool["tool_id"],
+                    "name": function.get("name") or tool["tool_id"],
+                    "description": function.get("description", ""),
+                    "permissions": permission,
+                },
+                "arguments": arguments,
+            },
+        )
+        if verdict is None:
+            return arguments
+        if verdict.outcome == hitl.PROCEED and checkpoint.trigger != "BEFORE_TOOL_CALL":
+            # A timeout never stands in for a person where a person is required.
+            verdict = replace(verdict, outcome=hitl.ABORT)
+        if verdict.outcome in (hitl.REJECT, hitl.ABORT):
+            code = REJECTED if verdict.outcome == hitl.REJECT else TIMEOUT
+            by = f" by {verdict.decided_by}" if verdict.decided_by else ""
+            what = "rejected" + by if code == REJECTED else "not decided in time"
+            feedback = f": {verdict.notes}" if verdict.notes else ""
+            raise StepFailed(code, f"the call of {tool['tool_id']} was {what}{feedback}")
+        self._lock(run, verdict)
+        record.approved_by = verdict.decided_by or "timeout"  # type: ignore[attr-defined]
+        if verdict.outcome == hitl.EDIT:
+            run.pending_events.add(
+                "tool.arguments_edited", step=step["name"], by=verdict.decided_by
+            )
+            return dict(verdict.payload)
+        return arguments
+
+    def _on_failure(
+        self,
+        run: RunView,
+        step: dict,
+        position: int,
+        code: str,
+        message: str,
+        events: Events,
+        steps: list[StepRecord],
+    ) -> bool:
+        """The ON_FAILURE checkpoint: True when the run now waits on a person (who may try
+        the step again, give its output, or let it fail); False to fail as usual."""
+        if code in (REJECTED, "CANCELLED", TIMEOUT):
+            return False  # a person already said no, or the run is over anyway
+        data = {**self._data(run), "error": {"code": code, "message": message}}
+        checkpoint = hitl.configured(run.definition, "ON_FAILURE", data)
+        if checkpoint is None:
+            return False
+        schema = None
+        if step["type"] == "THOUGHT":
+            schema = run.definition["io_contract"]["output"]["schema"]
+        elif step["type"] == plans.CHILD:
+            child = self.store.child_definition(run, step["target_entity"])
+            schema = child["io_contract"]["output"]["schema"] if child else None
+        self._ask(
+            run,
+            checkpoint,
+            key=f"ON_FAILURE:{step['key']}:{run.iteration}:{run.attempt}",
+            step_name=step["name"],
+            subject="failure",
+            payload={"error": {"code": code, "message": message}},
+            edit_schema=schema,
+            reasoning=f"step {step['name']!r} failed ({code}): {message}. Approve to try it "
+            "again, edit to give its output, reject to let the run fail.",
+            steps=steps,
+            events=events,
+            risk=[("medium", f"step {step['name']!r} failed with {code}")],
+            context={"error": {"code": code, "message": message}},
+            awaiting={"position": position, "code": code, "message": message},
+        )
+        return False  # notification only: the failure stands
+
+    def _resume_decision(self, run: RunView) -> bool:
+        """Go on from a request the run waited on (after a failure, an ESCALATE exit, a
+        review): False when the run paused again or ended."""
+        awaiting = run.state[hitl.AWAITING_KEY]
+        verdict = self.store.approval_verdict(run, awaiting["key"])
+        if verdict is None or not verdict.outcome:
+            run.status = "PAUSED"
+            self.store.save(run, steps=[], events=Events())
+            return False
+        run.state = {k: v for k, v in run.state.items() if k != hitl.AWAITING_KEY}
+        run.status = "RUNNING"
+        trigger = awaiting["trigger"]
+        events = Events()
+        self._lock(run, verdict)
+        if trigger == "REVIEW_ESCALATE":
+            return self._after_review_decision(run, verdict, events)
+        position = awaiting["position"]
+        step = run.plan[position]
+        if verdict.outcome in (hitl.REJECT, hitl.ABORT):
+            if trigger == "ON_FAILURE" and verdict.outcome == hitl.ABORT:
+                self._fail(run, awaiting["code"], awaiting["message"], events, [])
+                return False
+            if self._rejected_replan(run, verdict, step["name"], events):
+                return True
+            self._refused_by_person(run, verdict, f"step {step['name']!r}", events, [])
+            return False
+        if trigger == "ON_FAILURE":
+            if verdict.outcome == hitl.PROCEED:  # nobody decided: the failure stands
+                self._fail(run, awaiting["code"], awaiting["message"], events, [])
+                return False
+            if verdict.outcome == hitl.EDIT:
+                record = StepRecord(
+                    step["key"],
+                    position,
+                    step["name"],
+                    step["type"],
+                    "COMPLETED",
+                    run.iteration,
+                    attempt=run.attempt,
+                    output=verdict.payload,
+                )
+                self._new_state(run, step, verdict.payload, events)
+                events.add("step.finished", step=step["name"], status="COMPLETED", by="person")
+                self._go_on(run, step, position, events, [record])
+                return run.status == "RUNNING"
+            run.attempt += 1  # approve: another attempt of the step
+            run.cursor = position
+            events.add("step.retry", step=step["name"], attempt=run.attempt, by="person")
+            self.store.save(run, steps=[], events=events)
+            return True
+        # EXIT_ESCALATE: go on past the exit; an edit replaces the step's output first.
+        if verdict.outcome == hitl.EDIT:
+            self._new_state(run, step, verdict.payload, events)
+        run.cursor = position + 1
+        run.attempt = 1
+        self.store.save(run, steps=[], events=events)
+        return True
+
+    def _rejected_replan(
+        self, run: RunView, verdict: hitl.ApprovalVerdict, what: str, events: Events
+    ) -> bool:
+        """An entity that takes ALTERNATIVE_PATH (its review's on_failure, with dynamic
+        planning) re-plans after a rejection, with the feedback; True when it did."""
+        if verdict.outcome != hitl.REJECT or not self._takes_alternative_path(run):
+            return False
+        feedback = f"A person rejected {what}" + (f": {verdict.notes}" if verdict.notes else "")
+        return self._replan(run, feedback, events)
+
+    def _replan(self, run: RunView, feedback: str, events: Events) -> bool:
+        """Plan again with the feedback and start a new pass; False when planning ended the
+        run."""
+        names = self._child_names(run)
+        static = plans.build_static_plan(run.definition, names)
+        run.attempt += 1
+        plan = self._plan(run, static, names, Events(), feedback=feedback)
+        if plan is None:
+            return False
+        run.plan = plan
+        run.state = {**run.state, "review_feedback": feedback}
+        events.add("plan.replanned", reason=feedback)
+        self._next_pass(run, events)
+        return True
+
+    @staticmethod
+    def _takes_alternative_path(run: RunView) -> bool:
+        definition = run.definition
+        return definition["logic_gate"]["review_mechanism"].get(
+            "on_failure"
+        ) == "ALTERNATIVE_PATH" and bool(definition["planning"]["dynamic_planning"].get("enabled"))
 
     # -- endings ------------------------------------------------------------------------------
 
@@ -1147,6 +1716,11 @@ class Engine:
         verdict = self._review(run, output, events)
         if verdict != "passed":
             return verdict == "again"
+        return self._after_review(run, output, events)
+
+    def _after_review(self, run: RunView, output: dict, events: Events) -> bool:
+        """Convergence, memory, the end: True when another pass starts."""
+        definition = run.definition
         loop_control = definition["planning"]["loop_control"]
         criteria = loop_control.get("convergence_criteria") or []
         history = run.state.get(HISTORY_KEY, [])
@@ -1196,6 +1770,18 @@ class Engine:
             "judge": result.judge,
             "passed_criteria": list(result.passed_criteria),
         }
+        for index, (criterion, judged) in enumerate(result.verdicts):
+            self.store.record_judge(
+                run,
+                f"review:{run.iteration}:{run.attempt}:{index}",
+                {**judged, "criterion": criterion},
+            )
+        if result.human_review or (not result.passed and mechanism["on_failure"] == "ESCALATE"):
+            record.status = "WAITING"
+            record.error_message = result.detail
+            events.add("review.escalated", detail=result.detail)
+            self._review_to_person(run, output, result, record, events)
+            return "stop"
         if result.passed:
             record.status = "COMPLETED"
             events.add("review.passed", criteria=list(result.passed_criteria))
@@ -1239,19 +1825,87 @@ class Engine:
                 run.plan = plan
             self._next_pass(run, Events())
             return "again"
-        if on_failure == "ESCALATE":
-            run.status, run.error_code = "BLOCKED", "ESCALATED"
-            run.error_message = f"the review asks for a human decision: {result.detail}"
-            self.store.save(run, steps=[record], events=events)
-            return "stop"
         message = f"the output failed its review: {result.detail}"
         if on_failure in ("RETRY", "ALTERNATIVE_PATH"):
             message += f" (after {retries} retries)"
         self._fail(run, VALIDATION_ERROR, message, events, [record])
         return "stop"
 
+    def _review_to_person(
+        self,
+        run: RunView,
+        output: dict,
+        result: review.ReviewResult,
+        record: StepRecord,
+        events: Events,
+    ) -> None:
+        """The review sends the output to a person: a failure under on_failure ESCALATE, or
+        a judge that routed it to human review or was not confident enough."""
+        judge = result.judge
+        trigger = "REVIEW_ESCALATE"
+        reason = (
+            "the judge routed it to human review"
+            if result.human_review
+            else "the review failed and on_failure is ESCALATE"
+        )
+        checkpoint = hitl.default_checkpoint(run.definition, trigger, reason)
+        risk: list[tuple[str, str]] = [("medium", f"review: {result.detail}")]
+        for flag in (judge or {}).get("risk_flags") or []:
+            risk.append(("medium", f"judge flag: {flag}"))
+        confidence = {"plan": None, "execution": None, "output": None}
+        if judge is not None:
+            confidence["output"] = round(float(judge["confidence"]) * 100)
+        self._ask(
+            run,
+            checkpoint,
+            key=f"REVIEW:{run.iteration}:{run.attempt}",
+            step_name="Review",
+            subject="output",
+            payload=output,
+            edit_schema=run.definition["io_contract"]["output"]["schema"],
+            reasoning=f"{run.definition['identity']['name']}'s output needs a person: {reason}. "
+            + (f"Judge: {judge['rationale']}" if judge else result.detail),
+            steps=[record],
+            events=events,
+            risk=risk,
+            judge=judge,
+            confidence=confidence,
+            context={"review": result.detail},
+            awaiting={},
+        )
+
+    def _after_review_decision(
+        self, run: RunView, verdict: hitl.ApprovalVerdict, events: Events
+    ) -> bool:
+        """A person decided on an output the review sent them: approve (or PROCEED) keeps
+        it, edit replaces it, reject re-plans (ALTERNATIVE_PATH) or fails."""
+        name = run.definition["identity"]["name"]
+        if verdict.outcome in (hitl.REJECT, hitl.ABORT):
+            if self._rejected_replan(run, verdict, f"the output of {name}", events):
+                return True
+            self._refused_by_person(run, verdict, f"the output of {name}", events, [])
+            return False
+        output = run.output or {}
+        if verdict.outcome == hitl.EDIT:
+            output = verdict.payload
+            problems = schema_problems(run.definition["io_contract"]["output"]["schema"], output)
+            if problems:
+                run.output = output
+                self._fail(
+                    run, VALIDATION_ERROR, "the edited output: " + "; ".join(problems), events, []
+                )
+                return False
+            run.output = output
+            events.add("output.edited", by=verdict.decided_by)
+        events.add("review.passed", by=verdict.decided_by or "timeout")
+        return self._after_review(run, output, events)
+
     def _expired(self, run: RunView) -> bool:
-        return run.deadline is not None and self.clock() > run.deadline
+        """Past the deadline, unless someone in the trace waits on a person: that time does
+        not count (the decision moves the trace's deadlines by the time waited)."""
+        if run.deadline is None or self.clock() <= run.deadline:
+            return False
+        return not self.store.awaiting_person(run)
 
     def _timeout(self, run: RunView) -> None:
         """Past the deadline: the run ends TIMEOUT and its unfinished descendants stop."""
@@ -1356,7 +2010,15 @@ def input_problems(definition: dict, run_input: Any) -> list[str]:
     return rule_problems(definition["io_contract"]["input"]["validation_rules"], run_input)
 
 
-__all__ = ["Engine", "RunView", "RunStore", "LimitReached", "BUDGET_EXHAUSTED", "LIMIT_EXCEEDED"]
+__all__ = [
+    "Engine",
+    "RunView",
+    "RunStore",
+    "LimitReached",
+    "BUDGET_EXHAUSTED",
+    "LIMIT_EXCEEDED",
+    "child_step_key",
+]
 
 
 def _strings(value: Any) -> list[str]:

@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from runs.engine import hitl
 from runs.engine.context import InMemoryArtifactStore
 from runs.engine.core import (
     TERMINAL,
@@ -38,6 +39,7 @@ from runs.engine.core import (
     RunView,
     StepRecord,
     budget_blocks,
+    child_step_key,
     first_limit_hit,
     lifetime_limit,
     lifetime_used,
@@ -194,6 +196,23 @@ class StoredMemory:
     expires_at: datetime | None
 
 
+@dataclass
+class StoredApproval:
+    run_id: str
+    ask: hitl.ApprovalAsk
+    status: str
+    risk_level: str
+    risk_factors: list[str]
+    cost_estimate: dict[str, Any]
+    requested_at: datetime
+    decision: str = ""
+    payload: Any = None
+    notes: str = ""
+    constraint: dict[str, Any] | None = None
+    decided_by: str = ""
+    escalated: bool = False
+
+
 class _World:
     """The data every worker's view of the store shares."""
 
@@ -208,6 +227,8 @@ class _World:
         self.memory: list[StoredMemory] = []
         self.memory_ids = itertools.count(1)
         self.artifacts: dict[int, InMemoryArtifactStore] = {}
+        self.approvals: dict[tuple[str, str], StoredApproval] = {}
+        self.judges: dict[tuple[str, str], dict[str, Any]] = {}
 
 
 class InMemoryRunStore:
@@ -315,7 +336,76 @@ class InMemoryRunStore:
                 if row is not None and row.status in (*ACTIVE, "BLOCKED"):
                     row.cancel_requested = True
                     count += 1
+            for approval in self._world.approvals.values():
+                if approval.run_id in found and approval.status in ("PENDING", "ESCALATED"):
+                    approval.status = "CANCELLED"  # nobody needs to decide any more
             return count
+
+    def approvals(self, run_id: str | None = None) -> list[StoredApproval]:
+        """The requests asked, oldest first (of one run, or all)."""
+        with self._world.lock:
+            found = [
+                a for a in self._world.approvals.values() if run_id is None or a.run_id == run_id
+            ]
+            return copy.deepcopy(sorted(found, key=lambda a: a.requested_at))
+
+    def judge_decisions(self, run_id: str) -> list[dict[str, Any]]:
+        with self._world.lock:
+            return copy.deepcopy([v for (r, _), v in self._world.judges.items() if r == run_id])
+
+    def decide(
+        self,
+        run_id: str,
+        key: str | None = None,
+        *,
+        decision: str = hitl.APPROVE,
+        payload: Any = None,
+        notes: str = "",
+        constraint: dict[str, Any] | None = None,
+        by: str = "alice",
+    ) -> None:
+        """A person decides the run's open request (as `approval_decide` does): the run
+        goes back to the status it resumes at. Hinting it is the caller's job."""
+        with self._world.lock:
+            approval = self._open_approval(run_id, key)
+            approval.status = "REJECTED" if decision == hitl.REJECT else "APPROVED"
+            approval.decision = decision
+            approval.payload = payload if decision == hitl.EDIT else approval.ask.payload
+            approval.notes, approval.constraint, approval.decided_by = notes, constraint, by
+            self._wake(approval)
+
+    def time_out(self, run_id: str, key: str | None = None) -> str:
+        """The request's timeout fires (as `approval_fire_due` does); answers its status."""
+        with self._world.lock:
+            approval = self._open_approval(run_id, key)
+            if approval.status == "PENDING" and approval.ask.timeout_action == "ESCALATE":
+                approval.status, approval.escalated = "ESCALATED", True
+                return approval.status
+            approval.status = "TIMEOUT"
+            approval.payload = approval.ask.payload
+            self._wake(approval)
+            return approval.status
+
+    def _open_approval(self, run_id: str, key: str | None) -> StoredApproval:
+        found = [
+            a
+            for (r, k), a in self._world.approvals.items()
+            if r == run_id and (key is None or k == key) and a.status in ("PENDING", "ESCALATED")
+        ]
+        if len(found) != 1:
+            raise KeyError(f"run {run_id} has {len(found)} open requests matching {key!r}")
+        return found[0]
+
+    def _wake(self, approval: StoredApproval) -> None:
+        row = self._world.runs[approval.run_id]
+        # The time waited on a person does not count against the trace's deadlines.
+        waited = self.clock() - approval.requested_at
+        for other in self._world.runs.values():
+            same_trace = other.trace_id == row.trace_id and other.status not in TERMINAL
+            if same_trace and other.deadline_at is not None:
+                other.deadline_at += waited
+        if row.status == "PAUSED":
+            row.status = approval.ask.resume_status
 
     # -- read-only views for tests ----------------------------------------------------------
 
@@ -474,7 +564,8 @@ class InMemoryRunStore:
                     created_at=now,
                     depth_limit=run.depth_limit,
                     parent_id=run.id,
-                    parent_step_key=f"{request.step_key}#{run.iteration}",
+                    parent_step_key=child_step_key(request.step_key, run.iteration, run.attempt),
+                    state=_json(request.state or {}),
                     spawn_group=group,
                     cancel_requested=cancelled,
                     group_index=request.group_index,
@@ -506,7 +597,7 @@ class InMemoryRunStore:
             return [row.id for row in rows]
 
     def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
-        keys = {f"{key}#{run.iteration}" for key in step_keys}
+        keys = {child_step_key(key, run.iteration, run.attempt) for key in step_keys}
         with self._world.lock:
             rows = sorted(
                 (
@@ -929,6 +1020,80 @@ class InMemoryRunStore:
             with self._world.lock:
                 self._world.runs[run.budget_anchor].reserved_usd -= estimate
 
+    def approval_verdict(self, run: RunView, key: str) -> hitl.ApprovalVerdict | None:
+        with self._world.lock:
+            approval = self._world.approvals.get((run.id, key))
+            if approval is None:
+                return None
+            return hitl.ApprovalVerdict(
+                status=approval.status,
+                outcome=hitl.outcome_of(
+                    approval.status,
+                    approval.decision,
+                    approval.ask.timeout_action,
+                    approval.escalated,
+                ),
+                payload=copy.deepcopy(approval.payload),
+                notes=approval.notes,
+                constraint=copy.deepcopy(approval.constraint),
+                decided_by=approval.decided_by,
+            )
+
+    def request_approval(
+        self, run: RunView, ask: hitl.ApprovalAsk, *, steps: list[StepRecord], events: Events
+    ) -> None:
+        with self._world.lock:
+            row = self._world.runs[run.id]
+            estimate, cost_risk, _ = hitl.cost_estimate(
+                spent_usd=row.total_cost_usd,
+                tokens=row.total_tokens,
+                llm_calls=row.llm_calls,
+                tool_calls=row.tool_calls,
+                budget_usd=row.budget_usd,
+                steps_done=ask.steps_done,
+                steps_left=ask.steps_left,
+                history=hitl.RunHistory(),
+                elapsed_ms=0,
+            )
+            level, factors = hitl.risk_of([*ask.risk, *cost_risk])
+            required = ask.approval_required
+            self._world.approvals.setdefault(
+                (run.id, ask.key),
+                StoredApproval(
+                    run_id=run.id,
+                    ask=_json_ask(ask),
+                    status="PENDING" if required else "NOTIFIED",
+                    risk_level=level,
+                    risk_factors=factors,
+                    cost_estimate=estimate,
+                    requested_at=self.clock(),
+                ),
+            )
+            event = (
+                "approval.requested" if required else "approval.noted",
+                {"trigger": ask.trigger, "step": ask.step_name, "risk": level},
+            )
+            if not required:
+                run.pending_events.add(event[0], **event[1])
+                return
+            steps, items = take_pending(run, steps, [*events.items, event])
+            self._write_run(run, lease_owner="", lease_expires_at=None)
+            run.released = True
+            self._write_steps(run, steps)
+            self._append_events(run.trace_id, run.id, items)
+
+    def awaiting_person(self, run: RunView) -> bool:
+        with self._world.lock:
+            return any(
+                a.status in ("PENDING", "ESCALATED")
+                and self._world.runs[a.run_id].trace_id == run.trace_id
+                for a in self._world.approvals.values()
+            )
+
+    def record_judge(self, run: RunView, key: str, verdict: dict) -> None:
+        with self._world.lock:
+            self._world.judges.setdefault((run.id, key), _json(verdict))
+
     def cancel_descendants(self, run: RunView) -> list[str]:
         with self._world.lock:
             found, frontier = [], [run.id]
@@ -1012,3 +1177,13 @@ def _room(row: StoredRun) -> Decimal:
     if row.budget_usd is None:
         return Decimal("Infinity")
     return row.budget_usd - row.total_cost_usd - row.reserved_usd
+
+
+def _json_ask(ask: hitl.ApprovalAsk) -> hitl.ApprovalAsk:
+    """The request as a database would keep it: its JSON parts copied through JSON."""
+    return replace(
+        ask,
+        payload=_json(ask.payload),
+        context_snapshot=_json(ask.context_snapshot),
+        judge=_json(ask.judge),
+    )

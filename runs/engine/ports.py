@@ -106,6 +106,8 @@ class ToolInvocation:
     run_id: str
     sandbox: bool = False
     caller_id: Any = None  # the user who started the run's trace (None: a system run)
+    # Who approved this one call in the inbox (an EXECUTE tool without a standing grant).
+    approved_by: Any = None
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,8 @@ JUDGE_SCHEMA: dict[str, Any] = {
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
         "rationale": {"type": "string"},
         "risk_flags": {"type": "array", "items": {"type": "string"}},
+        # Seed 001 §A.3: "human_review" sends the output to a person whatever the decision.
+        "route": {"enum": ["auto", "human_review"], "examples": ["auto"]},
     },
     "required": ["decision", "confidence", "rationale", "risk_flags"],
 }
@@ -49,7 +51,8 @@ JUDGE_SYSTEM_PROMPT = (
     "You review the output of an automated step against a success criterion. Decide: "
     '"approve" when it meets the criterion, "retry" when another attempt could fix it, '
     '"escalate" when a person must look at it. Give your confidence from 0 to 1, a short '
-    "rationale and any risk flags."
+    'rationale, any risk flags, and the route: "human_review" when a person should see it '
+    'whatever you decided, else "auto".'
 )
 DEFAULT_REVIEW_PROMPT = "Review this output against the criterion.\n\nOutput: {output}"
 
@@ -72,6 +75,11 @@ class ReviewResult:
     passed_criteria: tuple[str, ...] = field(default_factory=tuple)
     error_code: str = ""
     retryable: bool = False
+    # A judge routed the output to a person (route "human_review", or a confidence under
+    # the mechanism's judge_confidence_threshold): the engine opens a request.
+    human_review: bool = False
+    # Every judge verdict of this review, (criterion, verdict), to keep per attempt.
+    verdicts: tuple[tuple[str, dict[str, Any]], ...] = field(default_factory=tuple)
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,7 @@ class _Check:
     judge: dict[str, Any] | None = None
     error_code: str = ""
     retryable: bool = False
+    human_review: bool = False
 
 
 def review_function(name: str) -> Callable[[ReviewFunction], ReviewFunction]:
@@ -111,9 +120,13 @@ def review(
     prompt = str(mechanism.get("review_prompt") or "") or DEFAULT_REVIEW_PROMPT
     passed: list[str] = []
     judge: dict[str, Any] | None = None
+    verdicts: list[tuple[str, dict[str, Any]]] = []
+    threshold = mechanism.get("judge_confidence_threshold")
     for criterion in mechanism.get("success_criteria") or []:
-        check = _check(output, criterion, prompt, model, request_factory)
+        check = _check(output, criterion, prompt, model, request_factory, threshold)
         judge = check.judge or judge
+        if check.judge is not None:
+            verdicts.append((_name(criterion), check.judge))
         if not check.passed:
             return ReviewResult(
                 passed=False,
@@ -123,9 +136,13 @@ def review(
                 passed_criteria=tuple(passed),
                 error_code=check.error_code,
                 retryable=check.retryable,
+                human_review=check.human_review,
+                verdicts=tuple(verdicts),
             )
         passed.append(_name(criterion))
-    return ReviewResult(passed=True, judge=judge, passed_criteria=tuple(passed))
+    return ReviewResult(
+        passed=True, judge=judge, passed_criteria=tuple(passed), verdicts=tuple(verdicts)
+    )
 
 
 def _check(
@@ -134,6 +151,7 @@ def _check(
     prompt: str,
     model: ModelClient,
     request_factory: RequestFactory,
+    threshold: float | None = None,
 ) -> _Check:
     kind = criterion.get("validation_type")
     validator = criterion.get("validator")
@@ -142,7 +160,7 @@ def _check(
     if kind == "SCHEMA":
         return schema_check(output, validator)
     if kind == "LLM_JUDGE":
-        return judge_check(output, criterion, prompt, model, request_factory)
+        return judge_check(output, criterion, prompt, model, request_factory, threshold)
     if kind == "FUNCTION":
         return function_check(output, validator)
     return _Check(
@@ -201,6 +219,7 @@ def judge_check(
     prompt: str,
     model: ModelClient,
     request_factory: RequestFactory,
+    threshold: float | None = None,
 ) -> _Check:
     request = request_factory(
         messages=judge_messages(output, criterion, prompt),
@@ -225,8 +244,25 @@ def judge_check(
             error_code=LLM_ERROR,
             retryable=True,
         )
+    verdict = {**verdict, "route": verdict.get("route") or "auto"}
+    rationale = verdict["rationale"] or "no rationale given"
+    if verdict["route"] == "human_review":
+        return _Check(
+            False,
+            f"the judge routes this to a person ({verdict['decision']}, confidence "
+            f"{verdict['confidence']:.2f}): {rationale}",
+            verdict,
+            human_review=True,
+        )
+    if threshold is not None and verdict["confidence"] < threshold:
+        return _Check(
+            False,
+            f"the judge's confidence {verdict['confidence']:.2f} is under the threshold "
+            f"{threshold:g} ({verdict['decision']}): {rationale}",
+            verdict,
+            human_review=True,
+        )
     if verdict["decision"] != "approve":
-        rationale = verdict["rationale"] or "no rationale given"
         return _Check(False, f"the judge decided {verdict['decision']}: {rationale}", verdict)
     return _Check(True, judge=verdict)
 

@@ -41,7 +41,13 @@ class FakeJudge:
 
 
 def verdict(decision: str = "approve", rationale: str = "Looks right.") -> dict[str, Any]:
-    return {"decision": decision, "confidence": 0.9, "rationale": rationale, "risk_flags": []}
+    return {
+        "decision": decision,
+        "confidence": 0.9,
+        "rationale": rationale,
+        "risk_flags": [],
+        "route": "auto",
+    }
 
 
 def factory(**kwargs: Any) -> ModelRequest:

@@ -17,7 +17,10 @@ import jsonschema
 import pytest
 from django.conf import settings
 from django.db.models import F
+from django.utils import timezone
 
+from approvals.models import Approval
+from approvals.services import approval_decide, approval_fire_due
 from entities.definition import normalize
 from entities.models import Entity
 from runs.engine.core import Engine, Events, RunStore, RunView, StepRecord
@@ -26,7 +29,7 @@ from runs.gateway import LiteLLMGateway
 from runs.models import LLMCall, Run, RunEvent, StepRun
 from runs.services import run_cancel, run_start
 from runs.store import OrmRunStore
-from tests.factories import EntityFactory, tool_definition
+from tests.factories import EntityFactory, UserFactory, grant, tool_definition
 from tests.factories import definition as factory_definition
 from tests.fakes.flaky_server import flaky_server as serve_flaky
 from tools.runner import RegistryToolRunner
@@ -164,6 +167,9 @@ class World:
     def call_counts(self, run_id: str) -> tuple[int, int]: ...
     def cancel(self, run_id: str) -> None: ...
     def let_time_pass(self, seconds: float) -> None: ...
+    def approvals(self, run_id: str) -> list[dict]: ...
+    def decide(self, run_id: str, decision: str = "approve", **kwargs: Any) -> None: ...
+    def time_out(self, run_id: str) -> None: ...
 
 
 class ManualClock:
@@ -274,6 +280,31 @@ class MemoryWorld(World):
     def let_time_pass(self, seconds: float) -> None:
         self.clock.advance(seconds)
 
+    def approvals(self, run_id: str) -> list[dict]:
+        return [
+            {
+                "trigger": a.ask.trigger,
+                "status": a.status,
+                "subject": a.ask.subject,
+                "payload": a.ask.payload,
+                "step": a.ask.step_name,
+                "risk": a.risk_level,
+                "summary": a.ask.reasoning_summary,
+                "judge": a.ask.judge,
+                "reversibility": a.ask.downstream_impact["reversibility"],
+                "affected_steps": a.ask.downstream_impact["affected_steps"],
+            }
+            for a in self.store.approvals(run_id)
+        ]
+
+    def decide(self, run_id: str, decision: str = "approve", **kwargs: Any) -> None:
+        self.store.decide(run_id, decision=decision, **kwargs)
+        self.queue.append(run_id)
+
+    def time_out(self, run_id: str) -> None:
+        self.store.time_out(run_id)
+        self.queue.append(run_id)
+
 
 class OrmWorld(World):
     def __init__(self, workspace: Any) -> None:
@@ -358,6 +389,39 @@ class OrmWorld(World):
     def cancel(self, run_id: str) -> None:
         run_cancel(run=self._run(run_id))
 
+    def approvals(self, run_id: str) -> list[dict]:
+        return [
+            {
+                "trigger": a.checkpoint_trigger,
+                "status": a.status,
+                "subject": a.subject,
+                "payload": a.payload,
+                "step": a.step_name,
+                "risk": a.risk_level,
+                "summary": a.reasoning_summary,
+                "judge": a.judge,
+                "reversibility": a.downstream_impact["reversibility"],
+                "affected_steps": a.downstream_impact["affected_steps"],
+            }
+            for a in Approval.objects.filter(run_id=run_id).order_by("requested_at", "pk")
+        ]
+
+    def decide(self, run_id: str, decision: str = "approve", **kwargs: Any) -> None:
+        by = kwargs.pop("by", "alice")
+        payload = kwargs.pop("payload", None)
+        approval = Approval.objects.get(run_id=run_id, status__in=["PENDING", "ESCALATED"])
+        role = "admin" if approval.status == "ESCALATED" else "approver"
+        user = grant(UserFactory(username=by), self.workspace, role)
+        approval_decide(approval=approval, user=user, decision=decision, payload=payload, **kwargs)
+        self.queue.append(run_id)
+
+    def time_out(self, run_id: str) -> None:
+        Approval.objects.filter(run_id=run_id, status__in=["PENDING", "ESCALATED"]).update(
+            due_at=timezone.now() - timedelta(seconds=1)
+        )
+        approval_fire_due()
+        self.queue.append(run_id)
+
     def let_time_pass(self, seconds: float) -> None:
         # Every due time, lease expiry and deadline comes `seconds` closer.
         delta = timedelta(seconds=seconds)
@@ -366,6 +430,7 @@ class OrmWorld(World):
             lease_expires_at=F("lease_expires_at") - delta,
             deadline_at=F("deadline_at") - delta,
         )
+        Approval.objects.update(requested_at=F("requested_at") - delta, due_at=F("due_at") - delta)
 
 
 @pytest.fixture(params=["memory", pytest.param("orm", marks=pytest.mark.django_db)])
@@ -662,7 +727,7 @@ def test_a_cancel_reaches_an_escalated_child(world):
     world.add("manager", "AGENT", children=["escalates"])
     run = world.run("manager", {})
     (child,) = world.children(run)
-    assert (world.status(run), world.status(child)) == ("WAITING", "BLOCKED")
+    assert (world.status(run), world.status(child)) == ("WAITING", "PAUSED")
 
     world.cancel(run)
     world.queue[:] = [child, run]
@@ -1112,8 +1177,18 @@ def test_an_action_restriction_blocks_the_tool_before_it_is_called(world):
     assert world.call_counts(blocked) == (0, 0)
 
     pending = world.run("needs_ok", {})
-    assert world.status(pending) == "FAILED"
-    assert "only with a human approval" in world.error(pending)[1]
+    assert world.status(pending) == "PAUSED"
+    (asked,) = world.approvals(pending)
+    assert (asked["trigger"], asked["status"], asked["subject"]) == (
+        "ACTION_RESTRICTION",
+        "PENDING",
+        "tool_arguments",
+    )
+    assert world.call_counts(pending) == (0, 0)
+    world.decide(pending, "approve")
+    world.advance_all()
+    assert world.status(pending) == "COMPLETED", world.error(pending)
+    assert world.call_counts(pending) == (0, 1)
 
 
 def test_a_behavioral_constraint_rule_is_checked_before_each_tool_call(world):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from approvals.models import Approval
 from runs.engine.review import REVIEW_FUNCTIONS, review_function
 from runs.models import LLMCall, Run, RunEvent, StepRun
 from tests.factories import EntityFactory
@@ -108,8 +109,14 @@ def test_a_failed_review_with_retry_runs_new_passes_up_to_max_retries(db, acme):
 def test_a_failed_review_with_escalate_stops_for_a_human(db, acme):
     action = reviewed(acme, "escalating", "ESCALATE", "test_has_long_summary")
     run = Driver().run(action, {})
-    assert run.status == "BLOCKED"
-    assert run.error_code == "ESCALATED"
+    assert run.status == "PAUSED"
+    request = Approval.objects.get(run=run)
+    assert (request.checkpoint_trigger, request.status, request.subject) == (
+        "REVIEW_ESCALATE",
+        "PENDING",
+        "output",
+    )
+    assert request.payload == run.output_data
 
 
 def test_an_llm_judge_review_is_a_recorded_model_call(db, acme):

@@ -131,7 +131,7 @@ def test_an_execute_tool_without_a_grant_is_refused_saying_a_grant_is_needed(
     assert str(error) == (
         "tool launch is an EXECUTE tool: dave, who started this run, needs an explicit grant "
         "on it: an admin of workspace 'acme' adds one under Tool grants on the tool's admin "
-        "page (approving a single call arrives with the approvals inbox)"
+        "page"
     )
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from approvals.models import Approval
+from approvals.services import approval_decide
 from entities.models import Membership
 from governance.permissions import membership_revoke
 from runs.models import Run, ToolCall
@@ -122,27 +124,41 @@ def test_a_run_whose_starter_was_deleted_is_not_a_system_run(acme, dave):
     assert not RecordedRow.objects.exists()
 
 
-def test_an_execute_tool_fails_without_a_grant_and_runs_with_one(acme, dave, ada):
+def test_an_execute_tool_without_a_grant_asks_a_person_and_runs_with_a_grant(acme, dave, ada):
     entity = launcher(acme)
-    refused = run_as(dave, entity)
-    assert refused.status == "FAILED" and refused.error_code == "PERMISSION_DENIED"
-    assert "needs an explicit grant on it" in refused.error_message
-    assert "approving a single call arrives with the approvals inbox" in refused.error_message
+    asked = run_as(dave, entity)
+    assert asked.status == "PAUSED"
+    request = Approval.objects.get(run=asked)
+    assert request.checkpoint_trigger == "TOOL_GRANT" and request.status == "PENDING"
+    assert "dave, who started this run, holds no grant" in request.reasoning_summary
+    assert request.risk_level in ("high", "critical")
 
     tool_grant_add(tool=launch_tool(acme), user=dave, granted_by=ada)
     granted = run_as(dave, entity)
     assert granted.status == "COMPLETED", granted.error_message
+    assert not Approval.objects.filter(run=granted).exists()
+
+
+def test_an_approved_execute_call_runs_without_a_grant(acme, dave, ada):
+    asked = run_as(dave, launcher(acme))
+    driver = Driver()
+    approval_decide(approval=Approval.objects.get(run=asked), user=ada, decision="approve")
+    driver.queue.append(str(asked.pk))
+    driver.drain()
+    asked.refresh_from_db()
+    assert asked.status == "COMPLETED", asked.error_message
+    assert ToolCall.objects.get(run=asked).success
 
 
 def test_a_child_run_calls_with_the_permissions_of_the_user_who_started_the_trace(acme, dave, ada):
     launcher(acme)
     parent = EntityFactory(workspace=acme, name="campaign", type="SKILL", children=["launcher"])
 
-    refused = run_as(dave, parent)
-    child = Run.objects.get(parent=refused)
-    assert child.status == "FAILED" and child.error_code == "PERMISSION_DENIED"
-    assert "dave, who started this run" in child.error_message
-    assert refused.status == "FAILED"
+    waiting = run_as(dave, parent)
+    child = Run.objects.get(parent=waiting)
+    assert child.status == "PAUSED"
+    assert "dave, who started this run" in Approval.objects.get(run=child).reasoning_summary
+    assert waiting.status == "WAITING"
 
     tool_grant_add(tool=launch_tool(acme), user=dave, granted_by=ada)
     assert run_as(dave, parent).status == "COMPLETED"
