@@ -67,6 +67,15 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+def env_rate(name: str, default: str) -> str:
+    """A DRF throttle rate: requests per second, minute, hour or day ("600/minute")."""
+    value = env_str(name, default).strip()
+    number, _, period = value.partition("/")
+    if not (number.isdecimal() and period[:1] in {"s", "m", "h", "d"}):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a rate; write it as 600/minute")
+    return value
+
+
 DEBUG = env_bool("DEBUG", False)
 
 SECRET_KEY = env_str("SECRET_KEY")
@@ -94,6 +103,7 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc served from static, no CDN
     "django_htmx",
     "template_partials",
     "governance",
@@ -273,6 +283,60 @@ WHITENOISE_USE_FINDERS = DEBUG
 
 LOGIN_URL = "admin:login"
 LOGIN_REDIRECT_URL = "/admin/"
+
+
+# The API under /api/v1/ (config/api.py; the error object, pagination and strict bodies in
+# config/api_contract.py). Authentication is the browser session; the per-user API tokens of
+# issue 6 go in front of it in DEFAULT_AUTHENTICATION_CLASSES (the first class's challenge
+# is what a 401 offers). JSON in and out only. Each signed-in user has their own throttle,
+# generous by default: it stops a runaway script, not a person.
+HIERARCH_API = {
+    "USER_RATE": env_rate("HIERARCH_API_USER_RATE", "1200/minute"),
+    "ANON_RATE": env_rate("HIERARCH_API_ANON_RATE", "120/minute"),
+    "PAGE_SIZE": env_int("HIERARCH_API_PAGE_SIZE", 50),
+    "MAX_PAGE_SIZE": env_int("HIERARCH_API_MAX_PAGE_SIZE", 500),
+}
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PAGINATION_CLASS": "config.api_contract.PageNumberPagination",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.UserRateThrottle",
+        "rest_framework.throttling.AnonRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "user": HIERARCH_API["USER_RATE"],
+        "anon": HIERARCH_API["ANON_RATE"],
+    },
+    "EXCEPTION_HANDLER": "config.api_contract.exception_handler",
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Hierarch API",
+    "DESCRIPTION": (
+        "Runs, approvals and entities of the workspaces you belong to. Every error is "
+        '`{"error": {"code", "message", "details"}, "retryable"}` (seed 001); an object of '
+        "a workspace you cannot see is a 404."
+    ),
+    "VERSION": "1",
+    "SCHEMA_PATH_PREFIX": r"/api/v1/",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # One name per set of choices, whichever field uses it.
+    "ENUM_NAME_OVERRIDES": {
+        "ApprovalStatusEnum": "approvals.models.ApprovalStatus",
+        "DecisionEnum": "approvals.models.Decision",
+        "RiskEnum": "approvals.models.Risk",
+        "TriggerEnum": "approvals.models.Trigger",
+        "EntityTypeEnum": "entities.models.EntityType",
+    },
+}
 
 # Security: safe defaults when DEBUG is off (`manage.py check --deploy` reports nothing);
 # a deployment behind a TLS-terminating proxy keeps them and sets SECURE_PROXY_SSL_HEADER.

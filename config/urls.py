@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 from django.views.generic import RedirectView
 
 admin.site.site_header = "Hierarch"
@@ -12,4 +12,5 @@ admin.site.site_url = None  # the console pages arrive with the runs; the admin 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("api/v1/", include("config.api")),
 ]

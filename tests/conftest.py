@@ -1,4 +1,5 @@
-"""Personas: alice designs in Acme, bob is her teammate (viewer), charlie designs in Globex."""
+"""Personas: alice designs in Acme, bob is her teammate (viewer), charlie designs in Globex;
+dave approves in Acme, erin approves in Globex."""
 
 from __future__ import annotations
 
@@ -30,6 +31,16 @@ def bob(acme):
 @pytest.fixture
 def charlie(globex):
     return grant(UserFactory(username="charlie"), globex, "designer")
+
+
+@pytest.fixture
+def dave(acme):
+    return grant(UserFactory(username="dave"), acme, "approver")
+
+
+@pytest.fixture
+def erin(globex):
+    return grant(UserFactory(username="erin"), globex, "approver")
 
 
 @pytest.fixture

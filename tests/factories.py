@@ -128,3 +128,49 @@ def tool_definition(tool_id: str = "echo", **overrides: Any) -> dict:
 
 def make_tool(workspace: Workspace, tool_id: str = "echo", **overrides: Any) -> Tool:
     return tool_upsert(workspace=workspace, definition=tool_definition(tool_id, **overrides))
+
+
+def paused_run(entity: Entity, **fields: Any) -> Any:
+    """A root run of the entity's current version, PAUSED on a person (no executor involved)."""
+    import uuid
+
+    from runs.models import Run, RunStatus
+    from runs.store import latest_version
+
+    run_id = uuid.uuid4()
+    return Run.objects.create(
+        id=run_id,
+        trace_id=run_id,
+        workspace_id=entity.workspace_id,
+        entity=entity,
+        entity_version=latest_version(entity),
+        status=RunStatus.PAUSED,
+        **fields,
+    )
+
+
+def approval_request(run: Any, **fields: Any) -> Any:
+    """A pending BEFORE_TOOL_CALL request of the run, as the engine asks one; `fields`
+    override any column."""
+    from approvals.models import Approval
+
+    values: dict[str, Any] = {
+        "key": f"BEFORE_TOOL_CALL:search:{Approval.objects.filter(run=run).count() + 1}",
+        "checkpoint_trigger": "BEFORE_TOOL_CALL",
+        "step_name": "search",
+        "subject": "tool_arguments",
+        "payload": {"query": "quarterly numbers"},
+        "edit_schema": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "minLength": 3}},
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+        "reasoning_summary": "The agent wants to search the web before it writes the brief.",
+        "requested_by": run.entity.name,
+        "resume_status": "RUNNING",
+    }
+    values.update(fields)
+    return Approval.objects.create(
+        run=run, workspace_id=run.workspace_id, entity=run.entity, trace_id=run.trace_id, **values
+    )
