@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 
 _thread: threading.Thread | None = None
 _lock = threading.Lock()
+_stop = threading.Event()
 
 
 def start_approval_timer(interval: float | None = None) -> None:
@@ -26,21 +27,31 @@ def start_approval_timer(interval: float | None = None) -> None:
     with _lock:
         if _thread is not None and _thread.is_alive():
             return
+        _stop.clear()
         _thread = threading.Thread(
             target=_fire_forever, args=(every,), name="hierarch-approval-timer", daemon=True
         )
         _thread.start()
 
 
+def stop_approval_timer() -> None:
+    """Stop the timer (tests; a server or worker keeps it until it exits)."""
+    global _thread
+    with _lock:
+        thread, _thread = _thread, None
+    _stop.set()
+    if thread is not None:
+        thread.join(timeout=10)
+
+
 def _fire_forever(interval: float) -> None:
     from approvals.services import approval_fire_due
 
-    never = threading.Event()
-    while True:
+    while not _stop.is_set():
         try:
             approval_fire_due()
         except Exception:
             log.exception("firing approval timeouts failed")
         finally:
             connections.close_all()
-        never.wait(interval)
+        _stop.wait(interval)

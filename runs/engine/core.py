@@ -1844,9 +1844,7 @@ class Engine:
         judge = result.judge
         trigger = "REVIEW_ESCALATE"
         reason = (
-            "the judge routed it to human review"
-            if result.human_review
-            else "the review failed and on_failure is ESCALATE"
+            result.detail if result.human_review else "the review failed and on_failure is ESCALATE"
         )
         checkpoint = hitl.default_checkpoint(run.definition, trigger, reason)
         risk: list[tuple[str, str]] = [("medium", f"review: {result.detail}")]
@@ -1863,8 +1861,8 @@ class Engine:
             subject="output",
             payload=output,
             edit_schema=run.definition["io_contract"]["output"]["schema"],
-            reasoning=f"{run.definition['identity']['name']}'s output needs a person: {reason}. "
-            + (f"Judge: {judge['rationale']}" if judge else result.detail),
+            reasoning=f"{run.definition['identity']['name']}'s output needs a person: {reason}"
+            + ("" if result.human_review else f". {result.detail}"),
             steps=[record],
             events=events,
             risk=risk,
