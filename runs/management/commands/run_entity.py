@@ -1,12 +1,15 @@
-"""python manage.py run_entity NAME --workspace SLUG --input JSON [--wait]"""
+"""python manage.py run_entity NAME --workspace SLUG --input JSON [--wait] [--user NAME]"""
 
 from __future__ import annotations
 
 import json
 import time
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from approvals.models import OPEN, Approval
+from approvals.notifications import approval_link
 from entities.models import Entity, Workspace
 from runs.models import TERMINAL, Run
 from runs.selectors import run_document, trace_tree
@@ -16,7 +19,8 @@ from runs.services import RunRefused, run_start
 class Command(BaseCommand):
     help = (
         "Start a run of an entity. With --wait, wait for it to end and print the run (status, "
-        "output, error, metrics) and its trace tree as JSON."
+        "output, error, metrics) and its trace tree as JSON; when it waits on a person, print "
+        "where to decide."
     )
 
     def add_arguments(self, parser) -> None:
@@ -25,9 +29,23 @@ class Command(BaseCommand):
         parser.add_argument("--input", default="{}", help="the run input, a JSON object")
         parser.add_argument("--wait", action="store_true", help="wait for the run to end")
         parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait")
+        parser.add_argument(
+            "--user",
+            default=None,
+            help="start the run as this user (their role and tool grants apply); default: a "
+            "system run, which may call every tool",
+        )
 
     def handle(
-        self, *args, name: str, workspace: str, input: str, wait: bool, timeout: float, **options
+        self,
+        *args,
+        name: str,
+        workspace: str,
+        input: str,
+        wait: bool,
+        timeout: float,
+        user: str | None = None,
+        **options,
     ):
         target = Workspace.objects.filter(slug=workspace).first()
         if target is None:
@@ -44,21 +62,48 @@ class Command(BaseCommand):
             raise CommandError(
                 f"--input is not valid JSON: {exc.msg} at character {exc.pos}"
             ) from None
+        starter = None
+        if user is not None:
+            starter = get_user_model().objects.filter(username=user).first()
+            if starter is None:
+                raise CommandError(f"there is no user {user!r}")
         try:
-            run = run_start(entity=entity, input_data=input_data)
+            run = run_start(entity=entity, input_data=input_data, user=starter)
         except RunRefused as exc:
             raise CommandError(f"{exc.code}: {exc}") from None
         if not wait:
             self.stdout.write(json.dumps({"run_id": str(run.pk), "status": run.status}))
             return
         deadline = time.monotonic() + timeout
+        waiting = None
         while time.monotonic() < deadline:
             run.refresh_from_db()
             if run.status in TERMINAL or run.status in ("PAUSED", "BLOCKED"):
                 break
+            waiting = Approval.objects.filter(trace_id=run.trace_id, status__in=OPEN).first()
+            if waiting is not None:
+                break
             time.sleep(0.05)
         else:
             raise CommandError(f"run {run.pk} did not end within {timeout:g} s ({run.status})")
+        waiting = waiting or Approval.objects.filter(trace_id=run.trace_id, status__in=OPEN).first()
+        if waiting is not None:
+            self.stdout.write(
+                json.dumps(
+                    {
+                        "run_id": str(run.pk),
+                        "status": run.status,
+                        "waits_on_a_person": {
+                            "approval_id": waiting.pk,
+                            "trigger": waiting.checkpoint_trigger,
+                            "step": waiting.step_name,
+                            "decide_at": approval_link(waiting),
+                        },
+                    },
+                    indent=2,
+                )
+            )
+            return
         run = Run.objects.select_related("entity").get(pk=run.pk)
         document = {"run": run_document(run), **trace_tree(run)}
         self.stdout.write(json.dumps(document, indent=2, ensure_ascii=False, default=str))
