@@ -25,9 +25,12 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-def approval_link(approval: Approval) -> str:
-    base = getattr(settings, "HIERARCH_BASE_URL", "").rstrip("/")
-    return f"{base}/approvals/{approval.pk}/"
+def approval_link(approval: Approval, *, absolute: bool = False) -> str:
+    """The request's page in the inbox; with the console's address for a message."""
+    path = f"/approvals/{approval.pk}/"
+    if not absolute:
+        return path
+    return getattr(settings, "HIERARCH_BASE_URL", "").rstrip("/") + path
 
 
 def recipients(approval: Approval) -> list[str]:
@@ -61,7 +64,7 @@ def message_of(approval: Approval) -> tuple[str, str]:
                 f"Decide before {approval.due_at:%Y-%m-%d %H:%M:%S} UTC "
                 f"(then: {approval.timeout_action})"
             )
-        lines.append(f"Decide: {approval_link(approval)}")
+        lines.append(f"Decide: {approval_link(approval, absolute=True)}")
     return subject, "\n".join(lines)
 
 

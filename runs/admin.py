@@ -12,6 +12,8 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from approvals.models import Approval
+from approvals.notifications import approval_link
 from entities.admin import (
     ReadOnlyAdminMixin,
     ReadOnlyInline,
@@ -71,6 +73,30 @@ class ChildRunInline(ReadOnlyInline):
         return format_html('<a href="{}">{}</a>', url, obj.entity.name)
 
 
+class ApprovalInline(ReadOnlyInline):
+    """The run's requests to people, and what they decided, in place in the trace."""
+
+    model = Approval
+    fields = [
+        "request_link",
+        "checkpoint_trigger",
+        "step_name",
+        "status",
+        "decision",
+        "responded_by",
+        "reviewer_notes",
+        "requested_at",
+        "responded_at",
+    ]
+    readonly_fields = fields
+    ordering = ["requested_at", "id"]
+    verbose_name_plural = "requests to people (human in the loop)"
+
+    @admin.display(description="request")
+    def request_link(self, obj: Approval) -> str:
+        return format_html('<a href="{}">#{}</a>', approval_link(obj), obj.pk)
+
+
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin):
     list_display = [
@@ -87,7 +113,7 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin):
     list_filter = ["status", ScopedWorkspaceFilter]
     search_fields = ["entity__name", "id", "trace_id", "error_code"]
     list_select_related = ["entity", "workspace"]
-    inlines = [StepInline, ChildRunInline]
+    inlines = [StepInline, ApprovalInline, ChildRunInline]
     fields = [
         ("entity", "entity_version", "status"),
         ("parent", "trace_id", "depth"),

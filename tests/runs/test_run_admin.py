@@ -88,3 +88,19 @@ def test_an_operator_raises_a_blocked_runs_budget_from_the_admin(client, acme, c
 
     client.force_login(charlie)  # another workspace: not found
     assert client.get(url).status_code == 404
+
+
+def test_the_run_page_shows_its_requests_to_people_and_their_decisions(client, alice, acme, dave):
+    from approvals.models import Approval
+    from approvals.services import approval_decide
+    from tests.runs.test_hitl_orm import tool_entity
+
+    run = Driver().run(tool_entity(acme, {"trigger": "BEFORE_TOOL_CALL"}), {})
+    request = Approval.objects.get(run=run)
+    approval_decide(approval=request, user=dave, decision="reject", notes="<b>not now</b>")
+    client.force_login(alice)
+    page = client.get(reverse("admin:runs_run_change", args=[run.pk])).content.decode()
+    assert "requests to people" in page.lower()
+    assert f'href="/approvals/{request.pk}/"' in page
+    assert "before tool call" in page.lower() and "reject" in page.lower()
+    assert "&lt;b&gt;not now&lt;/b&gt;" in page

@@ -97,7 +97,7 @@ class Command(BaseCommand):
                             "approval_id": waiting.pk,
                             "trigger": waiting.checkpoint_trigger,
                             "step": waiting.step_name,
-                            "decide_at": approval_link(waiting),
+                            "decide_at": approval_link(waiting, absolute=True),
                         },
                     },
                     indent=2,
