@@ -24,7 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
-from django.db.models import Avg, Count, F, Q
+from django.db.models import Avg, Count, Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from entities.models import Workspace
@@ -151,7 +151,13 @@ def evaluate_alerts(now: Any = None) -> int:
             entity_id=run.entity_id,
             run_id=run.pk,
         )
-    for run in runs.filter(status__in=ACTIVE, deadline_at__isnull=False, started_at__isnull=False):
+    from approvals.models import OPEN, Approval
+
+    # A trace that waits on a person is not stuck: that time does not count (the decision
+    # moves its deadlines).
+    waiting_on_people = Approval.objects.filter(trace_id=OuterRef("trace_id"), status__in=OPEN)
+    going = runs.filter(status__in=ACTIVE, deadline_at__isnull=False, started_at__isnull=False)
+    for run in going.exclude(Exists(waiting_on_people)):
         timeout = run.deadline_at - run.started_at
         if now > run.deadline_at + timeout * STUCK_GRACE:
             raised += _raised(

@@ -241,3 +241,23 @@ def test_a_private_webhook_address_is_refused_unless_allowed(
         evaluate_alerts()
     assert _Hook.received == []
     assert not Alert.objects.get().notified
+
+
+def test_a_run_waiting_on_a_person_is_not_stuck(entity):
+    from tests.factories import approval_request
+
+    run = run_start(entity=entity, input_data={})
+    started = timezone.now() - timedelta(seconds=500)
+    Run.objects.filter(pk=run.pk).update(
+        status="PAUSED", started_at=started, deadline_at=started + timedelta(seconds=100)
+    )
+    run.refresh_from_db()
+    request = approval_request(run)
+    evaluate_alerts()
+    assert not Alert.objects.filter(kind="stuck_run").exists()
+
+    request.status = "APPROVED"  # decided, and still going long past its deadline: stuck
+    request.save()
+    Run.objects.filter(pk=run.pk).update(status="RUNNING")
+    evaluate_alerts()
+    assert Alert.objects.filter(kind="stuck_run", run_id=run.pk).exists()
