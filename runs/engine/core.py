@@ -1171,23 +1171,22 @@ class Engine:
                     f"{name} may not call the tool {tool_id}: action_restrictions block it",
                 )
             # requires_approval: a person approved this call before (_tool_approval).
-        facts = {**data, "tool": {"tool_id": tool_id, "arguments": arguments}}
-        locked = hitl.forbidden_by_lock(run.state, tool_id, facts)
-        if locked is not None:
-            raise StepFailed(
-                PERMISSION_DENIED,
-                f"a constraint a person locked forbids calling {tool_id}: {locked}",
-            )
+        locked = run.state.get(hitl.LOCKED_KEY) or []
         constraints = run.definition["identity"]["persona"].get("behavioral_constraints") or []
         ruled = [
             c
             for c in constraints
-            if isinstance(c, dict)
-            and c.get("rule") is not None
-            and c not in run.state.get(hitl.LOCKED_KEY, ())
+            if isinstance(c, dict) and c.get("rule") is not None and c not in locked
         ]
-        if not ruled:
+        if not ruled and not locked:
             return
+        facts = {**data, "tool": {"tool_id": tool_id, "arguments": arguments}}
+        refused = hitl.forbidden_by_lock(run.state, tool_id, facts) if locked else None
+        if refused is not None:
+            raise StepFailed(
+                PERMISSION_DENIED,
+                f"a constraint a person locked forbids calling {tool_id}: {refused}",
+            )
         for constraint in ruled:
             if not plans.holds(constraint["rule"], facts):
                 raise StepFailed(
