@@ -2,4 +2,10 @@
 
 from __future__ import annotations
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from approvals.consumers import InboxConsumer
+
+websocket_urlpatterns: list = [
+    path("ws/approvals/", InboxConsumer.as_asgi()),
+]

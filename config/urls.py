@@ -13,4 +13,5 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/v1/", include("config.api")),
+    path("approvals/", include("approvals.urls")),
 ]

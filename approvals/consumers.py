@@ -1,0 +1,88 @@
+"""The inbox's websocket: `/ws/approvals/` pushes the badge, and on the inbox page the list,
+as htmx out-of-band fragments each time a request of the user's workspaces changes.
+
+Authenticated by the session (AuthMiddlewareStack) and origin-checked (config/asgi.py); an
+anonymous visitor is refused. It joins the inbox group of every workspace where the user
+approves or administers, and before each push it reads the user again and checks that they
+may still see the request: a role taken away since the socket opened stops the pushes.
+
+The push re-renders the same partials as the page (`inbox-rows`, `inbox-badge`), so a new
+request is inserted, a decided one removed and a changed one updated in one swap, in the
+list's order and under its filters; a message the channel layer lost (it delivers at most
+once) is made good by the next one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.contrib.auth import get_user_model
+from django.http import QueryDict
+from django.template.loader import render_to_string
+
+from approvals.selectors import approvals_open_for, approvals_visible_to
+from approvals.services import INBOX_GROUP
+from governance.permissions import ADMINISTER, APPROVE, workspaces_for
+
+# Refused before the handshake completes: a browser sees the connection fail (HTTP 403).
+NOT_SIGNED_IN = 4401
+
+
+class ApprovalChanged(TypedDict):
+    """What `approvals.services.broadcast_inbox` sends to a workspace's inbox group."""
+
+    type: Literal["approval.changed"]
+    approval_id: int
+    workspace_id: int
+    status: str
+
+
+def inbox_groups(user: Any) -> list[str]:
+    """The inbox groups of the workspaces where the user may decide something."""
+    ids = set(workspaces_for(user, APPROVE).values_list("pk", flat=True))
+    ids |= set(workspaces_for(user, ADMINISTER).values_list("pk", flat=True))
+    return [INBOX_GROUP.format(workspace_id=pk) for pk in sorted(ids)]
+
+
+def inbox_push(user_id: int, params: QueryDict, event: ApprovalChanged) -> str | None:
+    """The fragments for one change, or None when the user may not see the request (or is
+    no longer an active user)."""
+    from approvals.views import inbox_context
+
+    # A fresh user object: permissions are cached per object, and this one must be now's.
+    user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
+    if user is None or not approvals_visible_to(user).filter(pk=event["approval_id"]).exists():
+        return None
+    badge = render_to_string(
+        "approvals/_nav.html#inbox-badge",
+        {"inbox_count": approvals_open_for(user).count(), "oob": True},
+    )
+    if params.get("list") != "open":
+        return badge
+    context = inbox_context(user, params, changed_id=event["approval_id"])
+    return render_to_string("approvals/inbox.html#inbox-rows", {**context, "oob": True}) + badge
+
+
+class InboxConsumer(AsyncWebsocketConsumer):
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=NOT_SIGNED_IN)
+            return
+        self.user_id = user.pk
+        self.params = QueryDict(self.scope.get("query_string", b"").decode("latin-1"))
+        self.joined = await database_sync_to_async(inbox_groups)(user)
+        for group in self.joined:
+            await self.channel_layer.group_add(group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        for group in getattr(self, "joined", []):
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def approval_changed(self, event: ApprovalChanged) -> None:
+        html = await database_sync_to_async(inbox_push)(self.user_id, self.params, event)
+        if html is not None:
+            await self.send(text_data=html)

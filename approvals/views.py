@@ -1,0 +1,291 @@
+"""The inbox pages: the requests waiting for the user, one request's page, its decisions.
+
+Each view reads through a scoped selector (another workspace's request is a 404), calls one
+service, and renders. The inbox list is one partial (`inbox-rows`) that serves the page, the
+filters' htmx fetch and the websocket push (approvals/consumers.py).
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import push_url
+from django_htmx.middleware import HtmxDetails
+
+from approvals.forms import DECISION_FORMS, DecisionForm, EditForm, InboxFilterForm
+from approvals.models import OPEN, Approval, Decision
+from approvals.selectors import approval_get, approvals_open_for, approvals_visible_to
+from approvals.services import AlreadyDecided, DecisionRefused, approval_decide, can_decide
+
+INBOX_LIMIT = 100  # rows in one list; the filters narrow a longer one
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+# -- the inbox ---------------------------------------------------------------------------------
+
+
+def inbox_context(user: Any, params: QueryDict, *, changed_id: int | None = None) -> dict:
+    """What the inbox templates need for the user and the GET parameters; `show` is "open"
+    (the requests they may decide now) or "decided" (the history they can see)."""
+    show = "decided" if params.get("show") == "decided" else "open"
+    if show == "open":
+        base = approvals_open_for(user)
+    else:
+        base = approvals_visible_to(user).exclude(status__in=OPEN)
+    form = InboxFilterForm(params, base=base)
+    rows = list(form.apply(base)[: INBOX_LIMIT + 1])
+    return {
+        "show": show,
+        "form": form,
+        "filtered": bool(set(form.filters()) - {"sort"}),
+        "approvals": rows[:INBOX_LIMIT],
+        "more": len(rows) > INBOX_LIMIT,
+        "query": form.query(show=show),
+        "live_query": form.query(list="open"),
+        "changed_id": changed_id,
+        # On the open list the results' socket updates the badge too; no second socket.
+        "badge_socket": show != "open",
+    }
+
+
+@login_required
+@require_GET
+def inbox(request: HtmxHttpRequest) -> HttpResponse:
+    return render(request, "approvals/inbox.html", inbox_context(request.user, request.GET))
+
+
+@login_required
+@require_GET
+def inbox_results(request: HtmxHttpRequest) -> HttpResponse:
+    """The results alone, for the filters and the sort: the address bar shows the page."""
+    context = inbox_context(request.user, request.GET)
+    response = render(request, "approvals/inbox.html#inbox-results", context)
+    if request.htmx:
+        push_url(response, f"{reverse('approvals:inbox')}?{context['query']}")
+    return response
+
+
+# -- one request -------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def approval_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    approval = approval_get(request.user, pk)
+    return render(request, "approvals/detail.html", _detail_context(request, approval))
+
+
+@login_required
+@require_POST
+def approval_decision(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Take one of the four decisions; an edit or constraint the service refuses comes back
+    at its field with the request still open (422), a request someone else decided first
+    says who and when (409)."""
+    approval = approval_get(request.user, pk)
+    form_class = DECISION_FORMS.get(request.POST.get("decision", ""))
+    if form_class is None:
+        return HttpResponse("Unknown decision.", status=400, content_type="text/plain")
+    if not approval.is_open:
+        return _render_decision(request, approval, refused=AlreadyDecided(approval), status=409)
+    if not can_decide(request.user, approval):
+        raise PermissionDenied("you may not decide this request")
+    form = form_class(request.POST, prefix=form_class.decision)
+    if not form.is_valid():
+        return _render_decision(request, approval, bound=form, status=422)
+    try:
+        approval = approval_decide(approval=approval, user=request.user, **form.decide_kwargs())
+    except AlreadyDecided as refused:
+        approval = approval_get(request.user, pk)
+        return _render_decision(request, approval, refused=refused, status=409)
+    except DecisionRefused as refused:
+        if refused.code == "PERMISSION_DENIED":
+            raise PermissionDenied(str(refused)) from None
+        form.add_refusal(refused)
+        return _render_decision(request, approval, bound=form, status=422)
+    if not request.htmx:
+        return redirect("approvals:detail", pk=approval.pk)
+    return _render_decision(request, approval_get(request.user, pk))
+
+
+def _render_decision(
+    request: HtmxHttpRequest,
+    approval: Approval,
+    *,
+    bound: DecisionForm | None = None,
+    refused: DecisionRefused | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The decision panel for htmx, the whole page otherwise (a form posted without
+    JavaScript lands back on the page with its errors)."""
+    context = _detail_context(request, approval, bound=bound, refused=refused)
+    template = "approvals/detail.html"
+    if request.htmx:
+        template += "#approval-decision"
+    return render(request, template, context, status=status)
+
+
+def _detail_context(
+    request: HttpRequest,
+    approval: Approval,
+    *,
+    bound: DecisionForm | None = None,
+    refused: DecisionRefused | None = None,
+) -> dict:
+    may_decide = approval.is_open and can_decide(request.user, approval)
+    forms: dict[str, DecisionForm] = {}
+    if may_decide:
+        for decision in approval.allowed_decisions or Decision.values:
+            form_class = DECISION_FORMS.get(decision)
+            if form_class is None:
+                continue
+            if bound is not None and bound.decision == decision:
+                forms[decision] = bound
+            elif form_class is EditForm:
+                forms[decision] = EditForm(
+                    prefix=decision, initial={"payload": pretty_json(approval.payload)}
+                )
+            else:
+                forms[decision] = form_class(prefix=decision)
+    message = str(refused) if refused is not None else ""
+    if bound is not None and bound.decision not in forms and not message:
+        # A decision this request does not offer: no form to show its errors at.
+        message = " ".join(bound.non_field_errors()) or "This decision is not offered here."
+    return {
+        "approval": approval,
+        "may_decide": may_decide,
+        "forms": forms,
+        "open_form": bound.decision if bound is not None else "",
+        "refused": message,
+        "subject_label": SUBJECTS.get(approval.subject, "Payload"),
+        "payload_json": pretty_json(approval.payload),
+        "edit_schema_json": pretty_json(approval.edit_schema) if approval.edit_schema else "",
+        "snapshot_json": pretty_json(approval.context_snapshot),
+        "approved_json": pretty_json(approval.approved_payload),
+        "constraint_json": pretty_json(approval.locked_constraint),
+        "confidence": confidence_rows(approval.confidence),
+        "costs": cost_rows(approval.cost_estimate),
+        "impact": approval.downstream_impact or {},
+        "alternatives": alternative_rows(approval.alternatives),
+        "judge": approval.judge if isinstance(approval.judge, dict) else None,
+        "judge_confidence": percent((approval.judge or {}).get("confidence"))
+        if isinstance(approval.judge, dict)
+        else "",
+    }
+
+
+# -- the explanation packet, for reading -------------------------------------------------------
+
+SUBJECTS = {
+    "input": "Run input",
+    "plan": "Plan",
+    "tool_arguments": "Tool arguments",
+    "output": "Output",
+    "state": "Run state",
+    "failure": "Failure",
+}
+CONFIDENCES = (
+    "plan",
+    "plan_confidence",
+    "execution",
+    "execution_confidence",
+    "output",
+    "output_confidence",
+)
+COSTS = {
+    "cost_so_far_usd": "Cost so far",
+    "estimated_to_finish_usd": "Estimated to finish",
+    "estimated_total_usd": "Estimated total",
+    "budget_usd": "Run budget",
+    "tokens_consumed": "Tokens used",
+    "tokens_remaining": "Tokens left",
+    "api_calls": "Model and tool calls",
+    "basis": "Estimated from",
+}
+
+
+def pretty_json(value: Any) -> str:
+    """JSON for a <pre> or a textarea; the template escapes it (it came from a model or a
+    tool)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def percent(value: Any) -> str:
+    """Seed 002 gives confidence as 0–100; a judge as 0–1. None: not assessed."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "" if value is None else str(value)
+    if isinstance(value, float) and 0 <= value <= 1:
+        value *= 100
+    return f"{round(value)} %"
+
+
+def in_order(values: dict, known: Any) -> list[tuple[str, Any]]:
+    """The known keys in their reading order, then the others (a jsonb column keeps its
+    keys in an order of its own)."""
+    first = [(key, values[key]) for key in known if key in values]
+    return first + sorted(
+        ((k, v) for k, v in values.items() if k not in known), key=lambda kv: kv[0]
+    )
+
+
+def confidence_rows(confidence: Any) -> list[tuple[str, str]]:
+    if not isinstance(confidence, dict):
+        return []
+    return [
+        (str(key).removesuffix("_confidence").replace("_", " ").capitalize(), percent(value))
+        for key, value in in_order(confidence, CONFIDENCES)
+    ]
+
+
+def cost_rows(estimate: Any) -> list[tuple[str, str]]:
+    if not isinstance(estimate, dict):
+        return []
+    rows = []
+    for key, value in in_order(estimate, COSTS):
+        if value is None or value == "":
+            continue
+        label = COSTS.get(key, str(key).replace("_", " ").capitalize())
+        if str(key).endswith("_usd"):
+            rows.append((label, usd(value)))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            rows.append((label, f"{value:,}"))
+        else:
+            rows.append((label, value if isinstance(value, str) else pretty_json(value)))
+    return rows
+
+
+def usd(value: Any) -> str:
+    try:
+        amount = Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return str(value)
+    return f"${amount:,.6f}".rstrip("0").rstrip(".") if amount else "$0"
+
+
+def alternative_rows(alternatives: Any) -> list[dict]:
+    if not isinstance(alternatives, list):
+        return []
+    rows = []
+    for item in alternatives:
+        if isinstance(item, dict):
+            rows.append(
+                {
+                    "option": str(item.get("option", "")),
+                    "pros": [str(p) for p in item.get("pros") or []],
+                    "cons": [str(c) for c in item.get("cons") or []],
+                    "confidence": percent(item.get("confidence")),
+                }
+            )
+        else:
+            rows.append({"option": str(item), "pros": [], "cons": [], "confidence": ""})
+    return rows

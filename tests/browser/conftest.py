@@ -1,0 +1,145 @@
+"""A real server for the browser: daphne serving config.asgi (HTTP and websockets) against
+the test database, and Debian's Chromium driven by Playwright.
+
+pytest-django's `live_server` speaks WSGI only, so pages that listen on a websocket need this
+one. It runs in its own process, as in production; the test and the server meet in the
+database and the Redis channel layer, which is why it needs REDIS_URL.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+from django.conf import settings
+from django.db import connections
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _database_url() -> str:
+    db = connections["default"].settings_dict  # the test database by now
+    auth = quote(db["USER"] or "")
+    if db["PASSWORD"]:
+        auth += ":" + quote(db["PASSWORD"])
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def _until_up(base_url: str, process: subprocess.Popen, log) -> str:
+    deadline = time.monotonic() + 30
+    while process.poll() is None:
+        try:
+            if httpx.get(f"{base_url}/admin/login/", timeout=1).status_code == 200:
+                return base_url
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail("daphne did not answer within 30 s")
+        time.sleep(0.1)
+    log.seek(0)
+    pytest.fail(f"daphne stopped:\n{log.read()}")
+
+
+@pytest.fixture
+def asgi_server(transactional_db):
+    """The base URL of a daphne process serving the product against the test database."""
+    if connections["default"].vendor != "postgresql" or not settings.REDIS_URL:
+        if os.environ.get("CI"):
+            pytest.fail("the browser tests need PostgreSQL and REDIS_URL")
+        pytest.skip("the browser tests need PostgreSQL (DATABASE_URL) and Redis (REDIS_URL)")
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DATABASE_URL": _database_url(),
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "HIERARCH_EXECUTOR": "inline",
+        "PYTHONPATH": str(ROOT),
+    }
+    with tempfile.TemporaryFile(mode="w+") as log:
+        process = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+            + ["tests.browser.asgi:application"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            yield _until_up(f"http://127.0.0.1:{port}", process, log)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def failures() -> list[str]:
+    """Server errors, static files that failed, and script errors, as the browser saw them."""
+    return []
+
+
+def _watch(response, failures: list[str]) -> None:
+    path = response.url.split("//", 1)[-1].partition("/")[2]
+    if response.status >= 500 or response.status in (400, 403, 404):
+        failures.append(f"{response.status} /{path}")
+
+
+def _console(message, failures: list[str]) -> None:
+    # A refused decision answers 422 or 409 by design, and the browser logs every 4xx it
+    # loads; the responses themselves are watched above.
+    if message.type == "error" and not message.text.startswith("Failed to load resource"):
+        failures.append(f"console error: {message.text}")
+
+
+@pytest.fixture
+def console_page(asgi_server, monkeypatch, failures):
+    if not CHROMIUM.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing; CI must run the browser tests")
+        pytest.skip("Chromium is not installed: apt-get install chromium")
+    # Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
+    # between browser steps are still synchronous and safe.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        context = browser.new_context(base_url=asgi_server)
+        context.set_default_timeout(15_000)
+        # Each page says when its websocket opened, so a test knows when pushes can arrive.
+        context.add_init_script(
+            "document.addEventListener('htmx:wsOpen', () => { window.hierarchLive = true })"
+        )
+        page = context.new_page()
+        page.on("response", lambda response: _watch(response, failures))
+        page.on("pageerror", lambda error: failures.append(f"script error: {error}"))
+        page.on("console", lambda message: _console(message, failures))
+        try:
+            yield page
+        finally:
+            browser.close()
+            # While Playwright's loop runs, Django keeps this thread's connections apart from
+            # the test's own; close them, or PostgreSQL cannot drop the test database.
+            connections.close_all()
