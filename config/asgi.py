@@ -16,6 +16,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from config.middleware import RememberLoop  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
 
 if settings.HIERARCH_EXECUTOR == "inline":
@@ -27,11 +28,14 @@ if settings.HIERARCH_EXECUTOR == "inline":
     start_inline_sweeper()
     start_approval_timer()
 
-application = ProtocolTypeRouter(
-    {
-        "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
-    }
+
+application = RememberLoop(
+    ProtocolTypeRouter(
+        {
+            "http": django_asgi_app,
+            "websocket": AllowedHostsOriginValidator(
+                AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            ),
+        }
+    )
 )

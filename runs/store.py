@@ -1151,12 +1151,18 @@ def broadcast(group: str, message: dict) -> None:
 def _broadcast(trace_id: str, events: list[dict]) -> None:
     """Hand the events to the channel layer without waiting: delivery is at most once, and a
     reader that misses one re-reads the trace from the database after its last number."""
-    sender = _sender()
-    if sender is None:
-        return
-    loop, layer = sender
-    message = {"type": "run.events", "events": events}
-    asyncio.run_coroutine_threadsafe(_send(layer, f"trace_{trace_id}", message), loop)
+    broadcast(f"trace_{trace_id}", {"type": "run.events", "events": events})
+
+
+_SERVER_LOOP: asyncio.AbstractEventLoop | None = None
+
+
+def remember_server_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """The ASGI server's event loop (config/asgi.py records it on the first connection).
+    The in-memory channel layer (the embedded default) wakes a consumer only when the
+    message is put on the consumer's own loop, so its sends go there."""
+    global _SERVER_LOOP
+    _SERVER_LOOP = loop
 
 
 async def _send(layer: Any, group: str, message: dict) -> None:
@@ -1172,6 +1178,13 @@ def _sender() -> tuple[asyncio.AbstractEventLoop, Any] | None:
     """One event loop thread per process for channel-layer sends (async_to_sync per event
     cost about a millisecond)."""
     global _SENDER
+    server = _SERVER_LOOP
+    if server is not None and not server.is_closed():
+        from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+        layer = get_channel_layer()
+        if isinstance(layer, InMemoryChannelLayer):
+            return server, layer
     if _SENDER is not None:
         return _SENDER
     with _SENDER_LOCK:

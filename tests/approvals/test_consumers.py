@@ -18,18 +18,20 @@ from django.test import Client
 from approvals.consumers import NOT_SIGNED_IN, InboxConsumer
 from approvals.models import Approval, ApprovalStatus
 from approvals.services import broadcast_inbox
+from config.middleware import RememberLoop
 from config.routing import websocket_urlpatterns
 from entities.models import Membership
 from governance.permissions import membership_revoke
 from tests.factories import approval_request
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pytest.mark.smoke]
 
 TIMEOUT = 3
 
 
 async def connected(user, path: str = "/ws/approvals/") -> WebsocketCommunicator:
-    communicator = WebsocketCommunicator(InboxConsumer.as_asgi(), path)
+    # As config/asgi.py serves it: the server's loop is where in-memory layer sends must go.
+    communicator = WebsocketCommunicator(RememberLoop(InboxConsumer.as_asgi()), path)
     communicator.scope["user"] = user
     accepted, _ = await communicator.connect()
     assert accepted
