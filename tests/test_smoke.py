@@ -68,3 +68,32 @@ def test_it_passes_the_deploy_checks_with_debug_off():
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout
+
+
+def test_the_demo_asks_a_person_before_it_posts_an_announcement(db):
+    from approvals.models import Approval
+    from approvals.services import approval_decide
+    from governance.permissions import membership_grant
+    from tests.factories import UserFactory
+    from tests.runs.test_engine import Driver
+    from tools.models import RecordedRow
+
+    call_command("setup_demo", stdout=StringIO())
+    demo = Workspace.objects.get(slug="demo")
+    announce = Entity.objects.get(workspace=demo, name="announce_release")
+    message = {"message": "Hierarch ships the approvals inbox.", "channel": "#releases"}
+    driver = Driver()
+    run = driver.run(announce, message)
+    assert run.status == "PAUSED"
+    request = Approval.objects.get(run=run)
+    assert request.payload == {"table": "announcements", "data": message}
+    assert not RecordedRow.objects.exists()
+
+    approver = UserFactory(username="pat")
+    membership_grant(workspace=demo, user=approver, role="approver")
+    approval_decide(approval=request, user=approver, decision="approve")
+    driver.queue.append(str(run.pk))
+    driver.drain()
+    run.refresh_from_db()
+    assert run.status == "COMPLETED", run.error_message
+    assert RecordedRow.objects.get().data == message

@@ -18,7 +18,10 @@ from entities.models import Workspace
 from entities.services import entities_import
 from governance.permissions import membership_grant
 
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "video_ad_process.json"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+FIXTURE = FIXTURES / "video_ad_process.json"
+# A small action that asks a person before it posts: try the approvals inbox with it.
+HITL_FIXTURE = FIXTURES / "hitl_demo.json"
 
 
 class Command(BaseCommand):
@@ -34,7 +37,7 @@ class Command(BaseCommand):
         except DefinitionInvalid as exc:
             for problem in exc.problems:
                 self.stderr.write(str(problem))
-            raise CommandError(f"the demo fixture {FIXTURE} does not validate") from None
+            raise CommandError("the demo fixtures do not validate") from None
         changed = sum(1 for r in results if r.changed)
         self.stdout.write(
             f"demo workspace ready: {len(results)} entities ({changed} created or updated)"
@@ -55,4 +58,7 @@ class Command(BaseCommand):
                 user.save()
             membership_grant(workspace=workspace, user=user, role="admin")
             results = entities_import(workspace=workspace, definitions=read_import_file(FIXTURE))
+            results += entities_import(
+                workspace=workspace, definitions=read_import_file(HITL_FIXTURE)
+            )
         return results, created
