@@ -437,3 +437,32 @@ def test_time_waiting_on_a_person_does_not_count_against_the_deadline(world):
     world.decide(run, "approve")
     world.advance_all()
     assert world.status(run) == "COMPLETED", world.error(run)
+
+
+def test_a_rejection_re_plans_when_the_entity_takes_alternative_paths(world):
+    each = step(1, "Render", "TOOL_CALL", tool_id="render")
+    each["input_mapping"] = {"template": "hello", "variables": {}}
+    world.add(
+        "replanner",
+        tools=[render_tool()],
+        io_contract=TEXT_OUT,
+        planning={
+            "static_plan": {"enabled": True, "steps": [each]},
+            "dynamic_planning": {"enabled": True, "planning_prompt": "Decide the steps."},
+        },
+        logic_gate={"review_mechanism": {"enabled": False, "on_failure": "ALTERNATIVE_PATH"}},
+        governance=oversight(checkpoint("BEFORE_TOOL_CALL")),
+    )
+    run = world.run("replanner", {})
+    assert world.status(run) == "PAUSED"
+    world.decide(run, "reject", notes="use the other template")
+    world.advance_all()
+
+    # Not failed: planned again with the feedback, and a new pass asks again.
+    assert world.status(run) == "PAUSED", world.error(run)
+    replanned = world.events_of(run, "plan.replanned")
+    assert replanned and "use the other template" in replanned[0]["reason"]
+    assert [a["status"] for a in world.approvals(run)] == ["REJECTED", "PENDING"]
+    world.decide(run, "approve")
+    world.advance_all()
+    assert world.status(run) == "COMPLETED", world.error(run)
