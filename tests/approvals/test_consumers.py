@@ -29,6 +29,13 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pyte
 TIMEOUT = 3
 
 
+def served():
+    """The websocket stack as config/asgi.py serves it."""
+    return RememberLoop(
+        AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+    )
+
+
 async def connected(user, path: str = "/ws/approvals/") -> WebsocketCommunicator:
     # As config/asgi.py serves it: the server's loop is where in-memory layer sends must go.
     communicator = WebsocketCommunicator(RememberLoop(InboxConsumer.as_asgi()), path)
@@ -72,7 +79,7 @@ async def test_it_refuses_an_anonymous_visitor():
 async def test_it_reads_the_session_of_a_signed_in_user_through_the_asgi_stack(dave, acme_run):
     client = Client()
     await database_sync_to_async(client.force_login)(dave)
-    application = AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+    application = served()
     headers = [
         (b"origin", b"http://testserver"),
         (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()),
@@ -88,7 +95,7 @@ async def test_it_reads_the_session_of_a_signed_in_user_through_the_asgi_stack(d
 async def test_it_refuses_another_origin(dave):
     client = Client()
     await database_sync_to_async(client.force_login)(dave)
-    application = AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+    application = served()
     headers = [
         (b"origin", b"http://evil.example"),
         (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()),
