@@ -3,6 +3,8 @@ verdict is a new row). DELETE stays possible: a run's rows go with the run."""
 
 from django.db import migrations
 
+from governance.migration_operations import PostgreSQLOnly
+
 
 TABLE = "approvals_judgedecision"
 
@@ -23,18 +25,6 @@ DROP = f"""
 DROP TRIGGER IF EXISTS approvals_judgedecision_immutable ON {TABLE};
 DROP FUNCTION IF EXISTS approvals_judge_immutable();
 """
-
-
-class PostgreSQLOnly(migrations.RunSQL):
-    """RunSQL that runs on PostgreSQL and does nothing on any other database."""
-
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_forwards(app_label, schema_editor, from_state, to_state)
-
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_backwards(app_label, schema_editor, from_state, to_state)
 
 
 class Migration(migrations.Migration):

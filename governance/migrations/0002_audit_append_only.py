@@ -6,6 +6,8 @@ chain head (`governance_auditchain`) remembers the last sequence number and hash
 
 from django.db import migrations
 
+from governance.migration_operations import PostgreSQLOnly
+
 TABLE = "governance_auditrecord"
 
 CREATE = f"""
@@ -26,18 +28,6 @@ DROP = f"""
 DROP TRIGGER IF EXISTS governance_auditrecord_append_only ON {TABLE};
 DROP FUNCTION IF EXISTS governance_audit_append_only();
 """
-
-
-class PostgreSQLOnly(migrations.RunSQL):
-    """RunSQL that runs on PostgreSQL and does nothing on any other database."""
-
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_forwards(app_label, schema_editor, from_state, to_state)
-
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_backwards(app_label, schema_editor, from_state, to_state)
 
 
 class Migration(migrations.Migration):

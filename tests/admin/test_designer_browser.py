@@ -4,20 +4,16 @@ instead, created through the "+" popup, and see the new version."""
 
 from __future__ import annotations
 
-import os
 import re
 from io import StringIO
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from django.db import connections
 
 from entities.models import ChildLink, Entity
+from tests.chromium import browser_context
 
 pytestmark = [pytest.mark.browser, pytest.mark.smoke]
-
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.fixture
@@ -40,32 +36,11 @@ def _watch(response, failures: list[str]) -> None:
 
 @pytest.fixture
 def designer_page(demo, live_server, monkeypatch, failures):
-    if not CHROMIUM.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing; CI must run the browser tests")
-        pytest.skip("Chromium is not installed: apt-get install chromium")
-    # Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
-    # between browser steps are still synchronous and safe.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        context = browser.new_context(base_url=live_server.url)
-        context.set_default_timeout(15_000)
+    with browser_context(live_server.url, monkeypatch) as context:
         page = context.new_page()
         page.on("response", lambda response: _watch(response, failures))
         page.on("pageerror", lambda error: failures.append(f"script error: {error}"))
-        try:
-            yield page
-        finally:
-            browser.close()
-            # While Playwright's loop runs, Django keeps this thread's connections apart from
-            # the test's own; close them, or PostgreSQL cannot drop the test database.
-            connections.close_all()
+        yield page
 
 
 def children_of(entity: Entity) -> list[str]:

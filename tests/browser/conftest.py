@@ -22,8 +22,9 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
+from tests.chromium import browser_context
+
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 def _free_port() -> int:
@@ -112,22 +113,7 @@ def _console(message, failures: list[str]) -> None:
 
 @pytest.fixture
 def console_page(asgi_server, monkeypatch, failures):
-    if not CHROMIUM.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing; CI must run the browser tests")
-        pytest.skip("Chromium is not installed: apt-get install chromium")
-    # Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
-    # between browser steps are still synchronous and safe.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        context = browser.new_context(base_url=asgi_server)
-        context.set_default_timeout(15_000)
+    with browser_context(asgi_server, monkeypatch) as context:
         # Each page says when its websocket opened, so a test knows when pushes can arrive.
         context.add_init_script(
             "document.addEventListener('htmx:wsOpen', () => { window.hierarchLive = true })"
@@ -136,10 +122,4 @@ def console_page(asgi_server, monkeypatch, failures):
         page.on("response", lambda response: _watch(response, failures))
         page.on("pageerror", lambda error: failures.append(f"script error: {error}"))
         page.on("console", lambda message: _console(message, failures))
-        try:
-            yield page
-        finally:
-            browser.close()
-            # While Playwright's loop runs, Django keeps this thread's connections apart from
-            # the test's own; close them, or PostgreSQL cannot drop the test database.
-            connections.close_all()
+        yield page
