@@ -133,10 +133,23 @@ def map_input(mapping: dict, target_schema: dict, data: dict) -> dict:
     """A child's input (or a tool's arguments): the mapping's JSONLogic expressions evaluated
     against `data`, else the target schema's property names taken from `data`."""
     if mapping:
-        # Values are JSONLogic: an operation object, or a literal ("leads", 3, true).
-        return {key: jsonlogic.evaluate(expr, data) for key, expr in mapping.items()}
+        return {key: mapped_value(expr, data) for key, expr in mapping.items()}
     properties = (target_schema or {}).get("properties") or {}
     return {name: data[name] for name in properties if name in data}
+
+
+def mapped_value(expression: Any, data: dict) -> Any:
+    """One value of a mapping: a JSONLogic operation (an object with one operator key) is
+    evaluated; any other object or list is built from its mapped values, so operations
+    nested in it are evaluated too ({"data": {"message": {"var": "message"}}}); anything
+    else is a literal ("leads", 3, true)."""
+    if isinstance(expression, dict):
+        if len(expression) == 1 and next(iter(expression)) in jsonlogic.OPERATORS:
+            return jsonlogic.evaluate(expression, data)
+        return {key: mapped_value(value, data) for key, value in expression.items()}
+    if isinstance(expression, list):
+        return [mapped_value(item, data) for item in expression]
+    return expression
 
 
 def next_index(plan: list[dict], step: dict, data: dict) -> int | str | None:
