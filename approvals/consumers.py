@@ -14,6 +14,7 @@ once) is made good by the next one.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Literal, TypedDict
 
 from channels.db import database_sync_to_async
@@ -59,10 +60,22 @@ def inbox_push(user_id: int, params: QueryDict, event: ApprovalChanged) -> str |
         "approvals/_nav.html#inbox-badge",
         {"inbox_count": approvals_open_for(user).count(), "oob": True},
     )
+    if params.get("detail") == str(event["approval_id"]):
+        return decision_fragment(user, event["approval_id"]) + badge
     if params.get("list") != "open":
         return badge
     context = inbox_context(user, params, changed_id=event["approval_id"])
     return render_to_string("approvals/inbox.html#inbox-rows", {**context, "oob": True}) + badge
+
+
+def decision_fragment(user: Any, approval_id: int) -> str:
+    """The decision box of an open request page, as it is now for `user`: someone else's
+    decision (or a timeout) replaces the forms without a reload."""
+    from approvals.views import _detail_context
+
+    approval = approvals_visible_to(user).get(pk=approval_id)
+    context = _detail_context(SimpleNamespace(user=user), approval)
+    return render_to_string("approvals/detail.html#approval-decision", {**context, "oob": True})
 
 
 class InboxConsumer(AsyncWebsocketConsumer):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from decimal import Decimal, InvalidOperation
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -162,6 +163,8 @@ def _detail_context(
         # A decision this request does not offer: no form to show its errors at.
         message = " ".join(bound.non_field_errors()) or "This decision is not offered here."
     return {
+        # The page's socket also tells it when someone else decides this request.
+        "socket_query": urlencode({"detail": approval.pk}),
         "approval": approval,
         "may_decide": may_decide,
         "forms": forms,

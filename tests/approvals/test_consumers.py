@@ -197,3 +197,29 @@ async def test_it_sends_nothing_about_a_request_its_user_cannot_see(
     assert f'id="approval-{foreign.pk}"' not in html
     assert await inbox.receive_nothing(timeout=0.3)
     await inbox.disconnect()
+
+
+async def test_an_open_request_page_hears_that_someone_else_decided_it(dave, root, acme_run):
+    approval = await ask(acme_run)
+    page = await connected(dave, f"/ws/approvals/?detail={approval.pk}")
+
+    @database_sync_to_async
+    def decided_elsewhere() -> None:
+        from approvals.services import approval_decide
+
+        with transaction.atomic():
+            approval_decide(
+                approval=Approval.objects.get(pk=approval.pk),
+                user=root,
+                decision="reject",
+                notes="<i>not this week</i>",
+            )
+
+    await decided_elsewhere()
+    html = await page.receive_from(TIMEOUT)
+    assert '<section id="approval-decision"' in html and 'hx-swap-oob="true"' in html
+    assert "Rejected" in html and "root" in html
+    assert "&lt;i&gt;not this week&lt;/i&gt;" in html
+    assert 'name="decision"' not in html  # the forms are gone
+    assert badge(html) == "0"
+    await page.disconnect()

@@ -76,6 +76,8 @@ def test_it_offers_the_four_decisions_to_an_approver(client, dave, asked):
     # The editor starts from what was asked.
     assert "&quot;query&quot;: &quot;quarterly numbers&quot;\n}</textarea>" in page
     assert 'hx-post="' in page
+    # Its socket also hears when someone else decides this request.
+    assert f'ws-connect="/ws/approvals/?detail={asked.pk}"' in page
 
 
 def test_it_offers_only_the_decisions_the_checkpoint_allows(client, dave, acme_run):
