@@ -462,22 +462,40 @@ class Engine:
         self.enqueue(run.id)  # a long plan yields the worker, then goes on
 
     def _cancel(self, run: RunView) -> None:
-        """End the run CANCELLED; steps waiting on children end CANCELLED with it."""
-        steps = []
-        if run.status == "WAITING" and run.plan:
-            for position in plans.group_at(run.plan, run.cursor):
-                step = run.plan[position]
-                steps.append(
-                    StepRecord(
-                        step["key"],
-                        position,
-                        step["name"],
-                        step["type"],
-                        "CANCELLED",
-                        run.iteration,
-                    )
-                )
+        """End the run CANCELLED; the steps it waits on (children, a person) end with it."""
+        steps = self._unfinished_steps(run, "CANCELLED")
         self._finish(run, "CANCELLED", "CANCELLED", "the run was cancelled", Events(), steps)
+
+    def _unfinished_steps(self, run: RunView, status: str, **fields: Any) -> list[StepRecord]:
+        """The records of the steps a run ending now leaves behind: its group of steps
+        waiting on children, or the tool step waiting on a person's approval."""
+        if not run.plan:
+            return []
+        attempt = 1  # a group's records are written as attempt 1 (_start_children, _join)
+        if run.status == "WAITING":
+            positions = plans.group_at(run.plan, run.cursor)
+        elif (
+            run.status == "PAUSED"
+            and hitl.AWAITING_KEY not in run.state
+            and run.cursor < len(run.plan)
+            and run.plan[run.cursor]["type"] == "TOOL_CALL"
+        ):
+            positions, attempt = [run.cursor], run.attempt
+        else:
+            return []
+        return [
+            StepRecord(
+                run.plan[position]["key"],
+                position,
+                run.plan[position]["name"],
+                run.plan[position]["type"],
+                status,
+                run.iteration,
+                attempt=attempt,
+                **fields,
+            )
+            for position in positions
+        ]
 
     def _start(self, run: RunView) -> bool:
         events = Events()
@@ -1907,22 +1925,9 @@ class Engine:
     def _timeout(self, run: RunView) -> None:
         """Past the deadline: the run ends TIMEOUT and its unfinished descendants stop."""
         timeout_ms = run.definition["governance"]["execution_limits"]["timeout_ms"]
-        steps = []
-        if run.status == "WAITING" and run.plan:
-            for position in plans.group_at(run.plan, run.cursor):
-                step = run.plan[position]
-                steps.append(
-                    StepRecord(
-                        step["key"],
-                        position,
-                        step["name"],
-                        step["type"],
-                        "FAILED",
-                        run.iteration,
-                        error_code=TIMEOUT,
-                        error_message="the run passed its deadline",
-                    )
-                )
+        steps = self._unfinished_steps(
+            run, "FAILED", error_code=TIMEOUT, error_message="the run passed its deadline"
+        )
         for child_id in self.store.cancel_descendants(run):
             self.enqueue(child_id)
         self._fail(

@@ -192,11 +192,12 @@ def test_a_locked_constraint_binds_the_rest_of_the_run(world):
 
 
 def test_a_constraint_locked_in_a_parent_reaches_its_children(world):
+    world.add("thinker")  # one THOUGHT step: the model is told of the locked constraint
     renderer(world, "child_renderer")
     world.add(
         "lead",
         "AGENT",
-        children=["child_renderer"],
+        children=["thinker", "child_renderer"],
         governance=oversight(checkpoint("BEFORE_EXECUTION")),
     )
     run = world.run("lead", {})
@@ -204,12 +205,15 @@ def test_a_constraint_locked_in_a_parent_reaches_its_children(world):
         run, "lock_constraint", constraint={"constraint": "No renders", "forbid_tools": ["render"]}
     )
     world.advance_all()
-    (child,) = world.children(run)
-    assert world.status(child) == "FAILED"
-    assert "No renders" in world.error(child)[1]
-    assert any("No renders" in prompt for prompt in world.prompts(child)) or not world.prompts(
-        child
-    )
+    thinker, renderer_run = world.children(run)
+    assert world.entity_name(thinker) == "thinker"
+    assert world.status(thinker) == "COMPLETED", world.error(thinker)
+    [prompt] = world.prompts(thinker)
+    assert "No renders" in prompt
+    assert world.status(renderer_run) == "FAILED"
+    assert "No renders" in world.error(renderer_run)[1]
+    assert world.call_counts(renderer_run) == (0, 0)
+    assert world.status(run) == "FAILED"
 
 
 # -- timeouts ---------------------------------------------------------------------------------
@@ -418,6 +422,8 @@ def test_a_cancelled_run_closes_its_request(world):
     assert world.status(run) == "CANCELLED"
     assert world.approvals(run)[0]["status"] == "CANCELLED"
     assert world.call_counts(run) == (0, 0)
+    # The tool step that waited on the person ends with the run, not WAITING forever.
+    assert world.step_statuses(run) == [("Render", 1, "CANCELLED")]
 
 
 def test_time_waiting_on_a_person_does_not_count_against_the_deadline(world):

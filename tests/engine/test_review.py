@@ -257,7 +257,10 @@ def test_a_judge_call_that_fails_says_so_for_the_retry_policy(
 
 def test_every_offline_judge_answer_is_a_verdict() -> None:
     for seed in map(str, range(20)):
-        jsonschema.validate(synthesize(JUDGE_SCHEMA, seed=seed), JUDGE_SCHEMA)
+        answer = synthesize(JUDGE_SCHEMA, seed=seed)
+        jsonschema.validate(answer, JUDGE_SCHEMA)
+        # The offline judge never sends a demo run to a person on its own.
+        assert answer.get("route", "auto") == "auto"
 
 
 # -- FUNCTION ----------------------------------------------------------------------------------
