@@ -16,6 +16,9 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 
 from approvals.api import ApprovalDecision, ApprovalDetail, ApprovalList
+from entities import api as entities_api
+from runs import api as runs_api
+from tools import api as tools_api
 
 app_name = "api"
 
@@ -40,6 +43,9 @@ def no_endpoint(request: Request, path: str) -> None:
 
 
 urlpatterns = [
+    *entities_api.urlpatterns,
+    *runs_api.urlpatterns,
+    *tools_api.urlpatterns,
     path("approvals/", ApprovalList.as_view(), name="approval-list"),
     path("approvals/<int:pk>", ApprovalDetail.as_view(), name="approval-detail"),
     path("approvals/<int:pk>/decision", ApprovalDecision.as_view(), name="approval-decision"),

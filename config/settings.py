@@ -111,6 +111,7 @@ INSTALLED_APPS = [
     "tools",
     "runs",
     "approvals",
+    "dashboard",
 ]
 
 MIDDLEWARE = [
@@ -295,6 +296,22 @@ HIERARCH_API = {
     "ANON_RATE": env_rate("HIERARCH_API_ANON_RATE", "120/minute"),
     "PAGE_SIZE": env_int("HIERARCH_API_PAGE_SIZE", 50),
     "MAX_PAGE_SIZE": env_int("HIERARCH_API_MAX_PAGE_SIZE", 500),
+    # Runs started per workspace (execute and re-run), whoever starts them: one noisy client
+    # cannot take a shared workspace's capacity.
+    "WORKSPACE_RATE": env_rate("HIERARCH_API_WORKSPACE_RATE", "3000/minute"),
+    # Days an API token lives when its creator gives no expiry (0: no expiry).
+    "TOKEN_DAYS": env_int("HIERARCH_API_TOKEN_DAYS", 90),
+}
+
+# Webhooks: the POST a run's end sends to its `webhook_url` (runs/webhooks.py), signed with
+# HMAC-SHA256 over the body with the workspace's webhook secret. A URL that resolves to a
+# private, loopback or link-local address is refused unless ALLOW_PRIVATE is set (a closed
+# network where the receivers live next door, and the tests).
+HIERARCH_WEBHOOKS = {
+    "ALLOW_PRIVATE": env_bool("HIERARCH_WEBHOOKS_ALLOW_PRIVATE", False),
+    "TIMEOUT_SECONDS": env_float("HIERARCH_WEBHOOKS_TIMEOUT_SECONDS", 10.0),
+    "MAX_ATTEMPTS": env_int("HIERARCH_WEBHOOKS_MAX_ATTEMPTS", 6),
+    "BACKOFF_SECONDS": env_float("HIERARCH_WEBHOOKS_BACKOFF_SECONDS", 10.0),
 }
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],

@@ -14,4 +14,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("config.api")),
     path("approvals/", include("approvals.urls")),
+    path("runs/", include("runs.urls")),
+    path("dashboard/", include("dashboard.urls")),
+    path("account/", include("governance.urls")),
 ]
