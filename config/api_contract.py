@@ -44,6 +44,7 @@ REFUSAL_STATUS = {
     "PERMISSION_DENIED": status.HTTP_403_FORBIDDEN,
     "NOT_FOUND": status.HTTP_404_NOT_FOUND,
     "ALREADY_DECIDED": status.HTTP_409_CONFLICT,
+    "CONFLICT": status.HTTP_409_CONFLICT,
 }
 
 # DRF's exceptions by the code a client sees (most specific first).

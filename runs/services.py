@@ -29,7 +29,12 @@ class RunRefused(Exception):
 
 
 def run_start(
-    *, entity: Entity, input_data: Any, user: Any = None, context: dict | None = None
+    *,
+    entity: Entity,
+    input_data: Any,
+    user: Any = None,
+    context: dict | None = None,
+    rerun_of: Run | None = None,
 ) -> Run:
     """Create a root run of the entity's current version and hand it to the executor.
 
@@ -87,10 +92,28 @@ def run_start(
             actor=user,
             target=run,
             object_label=entity.name,
-            after={"entity": entity.name, "version": version.version},
+            after={
+                "entity": entity.name,
+                "version": version.version,
+                **({"rerun_of": str(rerun_of.pk)} if rerun_of is not None else {}),
+            },
         )
         enqueue(str(run.pk))
     return run
+
+
+def run_rerun(*, run: Run, user: Any = None) -> Run:
+    """Start the run's entity again, as a new root run, with the same input and context.
+
+    The entity's current version runs (a re-run is how a designer tries a fix on the input
+    that failed), and the starter is whoever asks, with their permissions and quotas."""
+    return run_start(
+        entity=run.entity,
+        input_data=run.input_data,
+        user=user,
+        context=run.context,
+        rerun_of=run,
+    )
 
 
 def _within_quotas(workspace_id: int, user: Any, budget: Decimal | None) -> None:
@@ -159,12 +182,26 @@ def run_advance(run_id: str) -> None:
 def run_cancel(*, run: Run, user: Any = None) -> int:
     """Cancel the run and its descendants: the step in flight finishes and is recorded, no
     new step starts, a paused or blocked run ends too. Answers how many runs were asked."""
+    if user is not None and not has_perm(user, OPERATE, run.workspace):
+        raise RunRefused(
+            "PERMISSION_DENIED",
+            f"{getattr(user, 'username', 'this user')} may not cancel runs in "
+            f"{run.workspace.name}; the operator role is needed",
+        )
     cancellable = [*ACTIVE, RunStatus.BLOCKED]
     asked: set = set()
     with transaction.atomic():
         # The run's row first: a spawn under way finishes before the subtree is read, and a
         # spawn after this sees the flag (runs/store.py spawn).
-        Run.objects.select_for_update().filter(pk=run.pk).update(cancel_requested=True)
+        row = Run.objects.select_for_update().filter(pk=run.pk).values("status").first()
+        if row is None or row["status"] not in cancellable:
+            status = (row or {}).get("status", "gone")
+            raise RunRefused(
+                "CONFLICT",
+                f"the run is {str(status).lower()} already; only a run that has not ended can "
+                "be cancelled",
+            )
+        Run.objects.filter(pk=run.pk).update(cancel_requested=True)
         audit_record(
             workspace=run.workspace_id,
             action=AuditAction.RUN_CANCELLED,
