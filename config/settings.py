@@ -287,10 +287,12 @@ LOGIN_REDIRECT_URL = "/admin/"
 
 
 # The API under /api/v1/ (config/api.py; the error object, pagination and strict bodies in
-# config/api_contract.py). Authentication is the browser session; the per-user API tokens of
-# issue 6 go in front of it in DEFAULT_AUTHENTICATION_CLASSES (the first class's challenge
-# is what a 401 offers). JSON in and out only. Each signed-in user has their own throttle,
-# generous by default: it stops a runaway script, not a person.
+# config/api_contract.py). Authentication is a per-user API token (`Authorization: Bearer
+# hrc_…`, governance/api_auth.py; made on /account/tokens/ or with `manage.py
+# create_api_token`), else the browser session; the token class is first in
+# DEFAULT_AUTHENTICATION_CLASSES, so a 401 offers its `Bearer` challenge. JSON in and out
+# only. Each signed-in user has their own throttle, generous by default: it stops a runaway
+# script, not a person.
 HIERARCH_API = {
     "USER_RATE": env_rate("HIERARCH_API_USER_RATE", "1200/minute"),
     "ANON_RATE": env_rate("HIERARCH_API_ANON_RATE", "120/minute"),
@@ -301,6 +303,10 @@ HIERARCH_API = {
     "WORKSPACE_RATE": env_rate("HIERARCH_API_WORKSPACE_RATE", "3000/minute"),
     # Days an API token lives when its creator gives no expiry (0: no expiry).
     "TOKEN_DAYS": env_int("HIERARCH_API_TOKEN_DAYS", 90),
+    # How long `execute` with `"async": false` waits for the run's end before answering 202.
+    "SYNC_WAIT_SECONDS": env_float("HIERARCH_API_SYNC_WAIT_SECONDS", 30.0),
+    # How long an Idempotency-Key is remembered.
+    "IDEMPOTENCY_HOURS": env_int("HIERARCH_API_IDEMPOTENCY_HOURS", 24),
 }
 
 # Webhooks: the POST a run's end sends to its `webhook_url` (runs/webhooks.py), signed with
@@ -314,7 +320,10 @@ HIERARCH_WEBHOOKS = {
     "BACKOFF_SECONDS": env_float("HIERARCH_WEBHOOKS_BACKOFF_SECONDS", 10.0),
 }
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "governance.api_auth.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
@@ -352,6 +361,7 @@ SPECTACULAR_SETTINGS = {
         "RiskEnum": "approvals.models.Risk",
         "TriggerEnum": "approvals.models.Trigger",
         "EntityTypeEnum": "entities.models.EntityType",
+        "EntityStatusEnum": "entities.models.EntityStatus",
     },
 }
 

@@ -18,8 +18,9 @@ from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
 
 from entities.admin import ReadOnlyAdminMixin, ScopedWorkspaceFilter, WorkspaceScopedAdmin
-from governance.models import Alert, AuditRecord, Secret
+from governance.models import Alert, ApiToken, AuditRecord, Secret
 from governance.permissions import ADMINISTER, has_perm, scope, workspaces_for
+from governance.tokens import api_token_revoke
 from governance.vault import Redacted, secret_delete, secret_set
 
 _sensitive = method_decorator(sensitive_post_parameters("value"))
@@ -211,3 +212,31 @@ class AlertAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin):
             acknowledged_at=timezone.now(), acknowledged_by=request.user
         )
         self.message_user(request, f"{done} alert(s) acknowledged.")
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Every user's API tokens, for superusers: listed, never shown (only the hash is kept),
+    and revoked with the action. Users make and revoke their own on /account/tokens/."""
+
+    list_display = ["name", "user", "prefix", "created_at", "expires_at", "last_used_at", "status"]
+    list_filter = ["revoked_at"]
+    search_fields = ["name", "prefix", "user__username"]
+    list_select_related = ["user"]
+    fields = ["user", "name", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    readonly_fields = fields
+    actions = ["revoke"]
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self.has_view_permission(request)
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request: HttpRequest, queryset: Any) -> None:
+        revoked = 0
+        for token in queryset.filter(revoked_at__isnull=True).select_related("user"):
+            api_token_revoke(token=token, user=request.user)
+            revoked += 1
+        self.message_user(request, f"Revoked {revoked} token{'s' if revoked != 1 else ''}.")

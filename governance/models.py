@@ -1,17 +1,21 @@
-"""Governance records: the credential vault's secrets and the tamper-evident audit log.
+"""Governance records: the credential vault's secrets, users' API tokens and the
+tamper-evident audit log.
 
-Every write goes through a service: `governance/vault.py` for secrets (which encrypts) and
-`governance/audit.py` for audit records (which chains). The models hold data and the few
+Every write goes through a service: `governance/vault.py` for secrets (which encrypts),
+`governance/tokens.py` for API tokens (which hashes) and `governance/audit.py` for audit
+records (which chains). The models hold data and the few
 invariants the database itself can enforce.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
+from django.utils import timezone
 
 # What a tool's `authentication.credentials_ref` names: letters, digits, `_`, `-` and `.`,
 # starting with a letter or digit (the schema allows a reference of up to 200 characters).
@@ -88,6 +92,48 @@ class AuditAction(models.TextChoices):
     SECRET_SET = "secret.set"  # noqa: S105
     SECRET_DELETED = "secret.deleted"  # noqa: S105
     SECRET_ROTATED = "secret.rotated"  # noqa: S105
+    API_TOKEN_CREATED = "api_token.created", "API token created"  # noqa: S105
+    API_TOKEN_REVOKED = "api_token.revoked", "API token revoked"  # noqa: S105
+
+
+class ApiToken(models.Model):
+    """A user's API token for `Authorization: Bearer …` (governance/api_auth.py).
+
+    Only the SHA-256 of the token is stored: the token itself is shown once, when it is made
+    (governance/tokens.py), and cannot be read back. `prefix`, its first characters, tells
+    the user's tokens apart in lists. A token acts as its user, in their workspaces."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, help_text="What the token is for, in your words.")
+    prefix = models.CharField(max_length=16, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
+    # Written at most once a minute per token, so an API call costs no write in between.
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["user", "-created_at"], name="apitoken_user_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    def __repr__(self) -> str:
+        return f"<ApiToken {self.pk} {self.prefix}… of user {self.user_id}>"
+
+    def is_expired(self, now: datetime | None = None) -> bool:
+        return self.expires_at is not None and self.expires_at <= (now or timezone.now())
+
+    @property
+    def status(self) -> str:
+        """One of "active", "expired", "revoked" (revoked wins), for lists."""
+        if self.revoked_at is not None:
+            return "revoked"
+        return "expired" if self.is_expired() else "active"
 
 
 class AuditChain(models.Model):

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from django.urls import path
+
+from governance import views
+
 app_name = "account"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("tokens/", views.tokens, name="tokens"),
+    path("tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),
+]

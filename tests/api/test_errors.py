@@ -18,7 +18,7 @@ def test_an_anonymous_request_is_refused_with_401(api, acme_request):
 
     for response in (listing, deciding):
         body = error_of(response, 401, "NOT_AUTHENTICATED")
-        assert response["WWW-Authenticate"] == 'Session realm="api"'
+        assert response["WWW-Authenticate"] == 'Bearer realm="api"'
         assert body["retryable"] is False
     acme_request.refresh_from_db()
     assert acme_request.status == "PENDING"
