@@ -45,6 +45,11 @@ REFUSAL_STATUS = {
     "NOT_FOUND": status.HTTP_404_NOT_FOUND,
     "ALREADY_DECIDED": status.HTTP_409_CONFLICT,
     "CONFLICT": status.HTTP_409_CONFLICT,
+    "IDEMPOTENCY_CONFLICT": status.HTTP_409_CONFLICT,
+    "VALIDATION_ERROR": status.HTTP_400_BAD_REQUEST,
+    # A quota or lifetime budget used up: waiting a little does not help (retryable false),
+    # a person has to raise the limit, so it is refused like a permission, not throttled.
+    "LIMIT_EXCEEDED": status.HTTP_403_FORBIDDEN,
 }
 
 # DRF's exceptions by the code a client sees (most specific first).
@@ -211,8 +216,9 @@ class StrictSerializer(serializers.Serializer):
 class ErrorBodySerializer(serializers.Serializer):
     code = serializers.CharField(
         help_text="UPPER_SNAKE: VALIDATION_ERROR, MALFORMED_JSON, NOT_AUTHENTICATED, "
-        "PERMISSION_DENIED, CSRF_FAILED, NOT_FOUND, METHOD_NOT_ALLOWED, NOT_ACCEPTABLE, "
-        "UNSUPPORTED_MEDIA_TYPE, ALREADY_DECIDED, RATE_LIMITED, INTERNAL_ERROR"
+        "PERMISSION_DENIED, LIMIT_EXCEEDED, CSRF_FAILED, NOT_FOUND, METHOD_NOT_ALLOWED, "
+        "NOT_ACCEPTABLE, UNSUPPORTED_MEDIA_TYPE, ALREADY_DECIDED, CONFLICT, "
+        "IDEMPOTENCY_CONFLICT, RATE_LIMITED, INTERNAL_ERROR"
     )
     message = serializers.CharField(help_text="What went wrong, for a person.")
     details = serializers.DictField(
@@ -236,12 +242,16 @@ class ErrorSerializer(serializers.Serializer):
 
 ERROR_WHEN = {
     400: "VALIDATION_ERROR (what is wrong with each field in `details`) or MALFORMED_JSON",
-    401: "NOT_AUTHENTICATED: sign in first",
-    403: "PERMISSION_DENIED (the role that is needed in the message) or CSRF_FAILED",
+    401: "NOT_AUTHENTICATED: send `Authorization: Bearer TOKEN` (tokens at /account/tokens/) "
+    "or sign in; AUTHENTICATION_FAILED: the token is unknown, revoked or expired",
+    403: "PERMISSION_DENIED (the role that is needed in the message), LIMIT_EXCEEDED (a "
+    "quota or cumulative budget is used up) or CSRF_FAILED",
     404: "NOT_FOUND: no such object in the workspaces you can see",
     405: "METHOD_NOT_ALLOWED",
     406: "NOT_ACCEPTABLE: the API answers JSON only",
-    409: "ALREADY_DECIDED: someone decided first, or the request timed out or closed",
+    409: "ALREADY_DECIDED: someone decided first, or the request timed out or closed; "
+    "CONFLICT: the run has ended already; IDEMPOTENCY_CONFLICT: the Idempotency-Key was used "
+    "with another request",
     415: "UNSUPPORTED_MEDIA_TYPE: send application/json",
     429: "RATE_LIMITED: retryable, wait `backoffSec` seconds",
 }

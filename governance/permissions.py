@@ -11,8 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
+from django.http import Http404
 from guardian.models import GroupObjectPermission, UserObjectPermission
 from guardian.shortcuts import assign_perm, remove_perm
 
@@ -88,6 +90,18 @@ def scope(queryset: QuerySet, user: Any, perm: str = VIEW, *, field: str = "work
         return queryset
     lookup = f"{field}__in" if field else "pk__in"
     return queryset.filter(**{lookup: allowed_workspace_ids(user, perm)})
+
+
+def visible_or_404(queryset: QuerySet, what: str, pk: Any) -> Any:
+    """The object of a scoped queryset, or a 404 that names what was asked for and says the
+    same whether it does not exist or is another workspace's."""
+    try:
+        found = queryset.filter(pk=pk).first()
+    except (ValueError, TypeError, ValidationError):  # not an id of this kind at all
+        found = None
+    if found is None:
+        raise Http404(f"no {what} {pk} in your workspaces")
+    return found
 
 
 def has_perm(user: Any, perm: str, workspace: Workspace) -> bool:

@@ -1,5 +1,620 @@
-"""API endpoints (issue 6); this app's routes are `urlpatterns`, gathered in config/api.py."""
+"""The runs API (issue 6; seed 000 §7): execute an entity, list runs, read one run and its
+trace tree, cancel, re-run, and the workspace's webhook secret. This app's routes are
+`urlpatterns`, gathered in config/api.py.
+
+Reads go through `runs.selectors` (a run of another workspace is a 404), starts and cancels
+through `runs.services`, whose refusals the API's exception handler turns into seed 001's
+error object. Execute and re-run are throttled per user and per workspace
+(`runs.throttles.WorkspaceRateThrottle`).
+
+Execute, where seed 000 §7.1 is silent:
+- `started_at` is when the run was accepted (its row's creation) until a worker starts it;
+- `estimated_completion` is `started_at` plus the median execution time of the entity's
+  latest completed root runs (up to 20, cached for a minute), null until it has one;
+- `execution_options.async: false` waits for the run to end, up to
+  HIERARCH_API["SYNC_WAIT_SECONDS"] (30 s by default), and answers 200 with the run document
+  of GET /runs/{id}; a run still going then (or waiting on a person) answers 202 as async does;
+- `Idempotency-Key` (up to 255 printable characters) is kept per user and workspace for
+  HIERARCH_API["IDEMPOTENCY_HOURS"] (24 by default); a repeat answers the first request's run
+  with `Idempotent-Replayed: true`, waiting as the first did when it asked to.
+"""
 
 from __future__ import annotations
 
-urlpatterns: list = []
+import hashlib
+import json
+import time
+from typing import Any
+
+from django.conf import settings
+from django.db.models import QuerySet
+from django.http import Http404
+from django.urls import path, re_path
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.views import APIView
+
+from approvals.api import EntityRefSerializer, WorkspaceRefSerializer
+from config.api_contract import StrictSerializer, error_responses
+from entities.models import Entity, Workspace
+from entities.selectors import entity_get
+from governance.permissions import ADMINISTER, VIEW, has_perm, workspaces_for
+from runs.models import TERMINAL, Run, RunStatus
+from runs.selectors import run_document, run_duration_estimate, run_get, run_list, trace_tree
+from runs.services import run_cancel, run_execute, run_rerun
+from runs.throttles import WorkspaceRateThrottle
+from runs.webhooks import WebhookRefused, webhook_secret, webhook_url_check
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+STATUS_HELP = "One of " + ", ".join(RunStatus.values) + "."
+STARTS_THROTTLES = [*api_settings.DEFAULT_THROTTLE_CLASSES, WorkspaceRateThrottle]
+
+
+def trace_url(run_id: Any) -> str:
+    """The run's live trace page, absolute."""
+    return f"{settings.HIERARCH_BASE_URL.rstrip('/')}/runs/{run_id}/"
+
+
+def _iso(moment: Any) -> str | None:
+    return moment.isoformat().replace("+00:00", "Z") if moment else None
+
+
+# -- what a client sends ------------------------------------------------------------------------
+
+
+class ExecutionOptionsSerializer(StrictSerializer):
+    webhook_url = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=True,
+        help_text="Where to POST the run document when the run ends: http(s), no user name or "
+        "password, a public address. Signed with the workspace's webhook secret "
+        "(X-Hierarch-Signature: sha256=HMAC-SHA256 of the body).",
+    )
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        # `async` is a keyword in Python, so it cannot be declared as an attribute.
+        fields["async"] = serializers.BooleanField(
+            default=True,
+            help_text="true (the default): answer 202 at once. false: wait for the run to "
+            "end (bounded) and answer 200 with the run document.",
+        )
+        return fields
+
+    def validate_webhook_url(self, value: str) -> str:
+        if not value:
+            return ""
+        try:
+            return webhook_url_check(value)
+        except WebhookRefused as refused:
+            raise serializers.ValidationError(str(refused)) from None
+
+
+class ExecuteSerializer(StrictSerializer):
+    """Seed 000 §7.1's request."""
+
+    input_data = serializers.JSONField(
+        required=False,
+        help_text="The run's input, valid against the entity's io_contract input schema "
+        "(an object; {} when left out).",
+    )
+    context = serializers.JSONField(
+        required=False, help_text="Anything the caller wants kept with the run (an object)."
+    )
+    execution_options = ExecutionOptionsSerializer(required=False)
+
+    def validate_input_data(self, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("must be a JSON object")
+        return value
+
+    def validate_context(self, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("must be a JSON object")
+        return value
+
+
+class RunFilters(StrictSerializer):
+    """The list's query string."""
+
+    passed_over = frozenset({"page", "page_size", "format"})
+
+    status = serializers.CharField(
+        required=False,
+        help_text="One or more of " + ", ".join(RunStatus.values) + ", comma-separated.",
+    )
+    entity = serializers.UUIDField(
+        required=False,
+        help_text="An entity's id.",
+        error_messages={"invalid": '"{value}" is not an entity id (a UUID)'},
+    )
+    workspace = serializers.CharField(required=False, help_text="A workspace's id or slug.")
+    root_only = serializers.BooleanField(
+        required=False,
+        default=True,
+        help_text="true (the default): the runs started from outside only; false: child runs too.",
+    )
+    created_after = serializers.DateTimeField(
+        required=False, help_text="ISO 8601; runs created at or after it."
+    )
+    created_before = serializers.DateTimeField(
+        required=False, help_text="ISO 8601; runs created before it."
+    )
+
+    def validate_status(self, value: str) -> list[str]:
+        wanted = [part.strip().upper() for part in value.split(",") if part.strip()]
+        wrong = [part for part in wanted if part not in RunStatus.values]
+        if wrong or not wanted:
+            raise serializers.ValidationError(
+                f"{', '.join(wrong) or 'nothing'} is not a status; use "
+                + ", ".join(RunStatus.values)
+            )
+        return wanted
+
+    def validate_workspace(self, value: str) -> Workspace:
+        workspace = _workspace_of(self.context["request"].user, value)
+        if workspace is None:  # the same answer whether it exists or not
+            raise serializers.ValidationError(f'no workspace "{value}" among yours')
+        return workspace
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        after, before = data.get("created_after"), data.get("created_before")
+        if after and before and after >= before:
+            raise serializers.ValidationError(
+                {"created_before": "must be later than created_after"}
+            )
+        return data
+
+    def narrow(self, runs: QuerySet[Run]) -> QuerySet[Run]:
+        filters = self.validated_data
+        if filters.get("root_only", True):
+            runs = runs.filter(parent__isnull=True)
+        if "status" in filters:
+            runs = runs.filter(status__in=filters["status"])
+        if "entity" in filters:
+            runs = runs.filter(entity_id=filters["entity"])
+        if "workspace" in filters:
+            runs = runs.filter(workspace=filters["workspace"])
+        if "created_after" in filters:
+            runs = runs.filter(created_at__gte=filters["created_after"])
+        if "created_before" in filters:
+            runs = runs.filter(created_at__lt=filters["created_before"])
+        return runs
+
+
+def _workspace_of(user: Any, ref: str, perm: str = VIEW) -> Workspace | None:
+    mine = workspaces_for(user, perm)
+    ref = ref.strip()
+    found = mine.filter(pk=int(ref)) if ref.isascii() and ref.isdecimal() else mine.filter(slug=ref)
+    return found.first()
+
+
+# -- what the API answers (these describe the documents of runs.selectors) ---------------------
+
+
+class ExecuteAnswerSerializer(serializers.Serializer):
+    """Seed 000 §7.1's response."""
+
+    run_id = serializers.UUIDField()
+    status = serializers.CharField(help_text=STATUS_HELP)
+    started_at = serializers.DateTimeField(
+        help_text="When the run was accepted (a worker starts it moments later)."
+    )
+    estimated_completion = serializers.DateTimeField(
+        allow_null=True,
+        help_text="started_at plus the median duration of the entity's latest completed "
+        "runs; null before the entity has completed one.",
+    )
+    trace_url = serializers.URLField(help_text="The run's live trace page.")
+
+
+class RunErrorSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class RunMetricsSerializer(serializers.Serializer):
+    total_cost_usd = serializers.FloatField()
+    total_tokens = serializers.IntegerField()
+    execution_time_ms = serializers.IntegerField(allow_null=True)
+    llm_calls = serializers.IntegerField()
+    tool_calls = serializers.IntegerField()
+
+
+class ChildRunSerializer(serializers.Serializer):
+    run_id = serializers.UUIDField()
+    entity_id = serializers.CharField()
+    status = serializers.CharField(help_text=STATUS_HELP)
+
+
+class RunDocumentSerializer(serializers.Serializer):
+    """Seed 000 §7.2's response."""
+
+    run_id = serializers.UUIDField()
+    entity_id = serializers.CharField(help_text="The entity's string id, else its UUID.")
+    entity_name = serializers.CharField()
+    status = serializers.CharField(help_text=STATUS_HELP)
+    started_at = serializers.DateTimeField(allow_null=True)
+    completed_at = serializers.DateTimeField(allow_null=True)
+    output_data = serializers.JSONField(allow_null=True)
+    error = RunErrorSerializer(allow_null=True)
+    metrics = RunMetricsSerializer()
+    child_runs = ChildRunSerializer(many=True)
+
+
+class ToolCallNodeSerializer(serializers.Serializer):
+    tool_id = serializers.CharField()
+    latency_ms = serializers.IntegerField()
+    success = serializers.BooleanField()
+
+
+class LLMCallNodeSerializer(serializers.Serializer):
+    model = serializers.CharField()
+    tokens = serializers.IntegerField()
+    latency_ms = serializers.IntegerField()
+    purpose = serializers.CharField()
+
+
+class TraceNodeSerializer(serializers.Serializer):
+    run_id = serializers.UUIDField()
+    entity_name = serializers.CharField()
+    type = serializers.CharField()
+    status = serializers.CharField(help_text=STATUS_HELP)
+    started_at = serializers.DateTimeField(allow_null=True)
+    completed_at = serializers.DateTimeField(allow_null=True)
+    error_code = serializers.CharField(allow_null=True)
+    cost_usd = serializers.FloatField()
+    tokens = serializers.IntegerField()
+    tool_calls = ToolCallNodeSerializer(many=True)
+    llm_calls = LLMCallNodeSerializer(many=True)
+
+
+class TraceTreeSerializer(serializers.Serializer):
+    node = TraceNodeSerializer()
+    children = serializers.ListField(
+        child=serializers.DictField(), help_text="Trace trees of the same shape, one per child."
+    )
+
+
+class TraceSerializer(serializers.Serializer):
+    """Seed 000 §7.3's response."""
+
+    run_id = serializers.UUIDField()
+    trace_tree = TraceTreeSerializer()
+
+
+class RunSummarySerializer(serializers.ModelSerializer):
+    """A run as the list shows it."""
+
+    run_id = serializers.UUIDField(source="pk", read_only=True)
+    entity = EntityRefSerializer(read_only=True)
+    workspace = WorkspaceRefSerializer(read_only=True)
+    parent_run_id = serializers.UUIDField(source="parent_id", allow_null=True, read_only=True)
+    total_cost_usd = serializers.FloatField(read_only=True)
+    url = serializers.SerializerMethodField(help_text="This run in the API.")
+    trace_url = serializers.SerializerMethodField(help_text="The run's live trace page.")
+
+    class Meta:
+        model = Run
+        fields = [
+            "run_id",
+            "url",
+            "trace_url",
+            "status",
+            "entity",
+            "workspace",
+            "parent_run_id",
+            "trace_id",
+            "created_at",
+            "started_at",
+            "completed_at",
+            "execution_time_ms",
+            "error_code",
+            "total_cost_usd",
+            "total_tokens",
+            "llm_calls",
+            "tool_calls",
+        ]
+        read_only_fields = fields
+
+    def get_url(self, run: Run) -> str:
+        return f"/api/v1/runs/{run.pk}"
+
+    def get_trace_url(self, run: Run) -> str:
+        return trace_url(run.trace_id)
+
+
+class CancelAnswerSerializer(serializers.Serializer):
+    run_id = serializers.UUIDField()
+    status = serializers.CharField(
+        help_text=STATUS_HELP + " As it is now; CANCELLED once the engine stops it."
+    )
+    cancel_requested = serializers.BooleanField()
+    runs = serializers.IntegerField(help_text="How many runs (it and its descendants) stop.")
+
+
+class WebhookSecretSerializer(serializers.Serializer):
+    workspace = WorkspaceRefSerializer()
+    secret = serializers.CharField(
+        help_text="The key of the HMAC-SHA256 in X-Hierarch-Signature; keep it secret."
+    )
+    algorithm = serializers.CharField()
+    header = serializers.CharField()
+
+
+# -- the endpoints ------------------------------------------------------------------------------
+
+
+def _fingerprint(entity: Entity, body: Any) -> str:
+    """The request as an idempotency key remembers it: the entity and the body, as canonical
+    JSON (keys sorted, no spaces), hashed."""
+    canonical = json.dumps(
+        {"entity": str(entity.pk), "body": body},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _idempotency_key(request: Request) -> str:
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is None:
+        return ""
+    key = key.strip()
+    if not key or len(key) > 255 or not key.isprintable() or not key.isascii():
+        raise ValidationError(
+            {IDEMPOTENCY_HEADER: "must be 1 to 255 printable ASCII characters (a UUID will do)"}
+        )
+    return key
+
+
+def _sync_wait_seconds() -> float:
+    return float(settings.HIERARCH_API.get("SYNC_WAIT_SECONDS", 30))
+
+
+def _wait_for_end(run: Run, seconds: float) -> Run:
+    """Poll the run's status (one narrow query each time, more and more apart) until it ends
+    or `seconds` pass; the run, refreshed."""
+    deadline = time.monotonic() + seconds
+    pause = 0.02
+    while True:
+        current = Run.objects.filter(pk=run.pk).values_list("status", flat=True).first()
+        if current in TERMINAL or time.monotonic() >= deadline:
+            break
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 1.5, 0.25)
+    run.refresh_from_db()
+    return run
+
+
+def _started(run: Run, *, wait: bool, replayed: bool) -> Response:
+    """The answer to a start: 202 with seed 000 §7.1's response, or, when the caller waits
+    and the run ended in time, 200 with the run document."""
+    if wait:
+        run = _wait_for_end(run, _sync_wait_seconds())
+        if run.status in TERMINAL:
+            response = Response(run_document(run), status=status.HTTP_200_OK)
+            if replayed:
+                response[REPLAYED_HEADER] = "true"
+            return response
+    started = run.started_at or run.created_at
+    estimate = run_duration_estimate(run.entity_id)
+    answer = {
+        "run_id": str(run.pk),
+        "status": run.status,
+        "started_at": _iso(started),
+        "estimated_completion": _iso(started + estimate) if estimate is not None else None,
+        "trace_url": trace_url(run.pk),
+    }
+    response = Response(answer, status=status.HTTP_202_ACCEPTED)
+    if replayed:
+        response[REPLAYED_HEADER] = "true"
+    return response
+
+
+class RunStartView(APIView):
+    """A view that starts runs: throttled per user and per workspace. `subject` finds (once)
+    the object whose workspace is counted."""
+
+    throttle_classes = STARTS_THROTTLES
+
+    def subject(self, request: Request) -> Any:
+        raise NotImplementedError
+
+    def throttle_workspace(self, request: Request) -> int | None:
+        try:
+            return self.subject(request).workspace_id
+        except Http404:
+            return None  # answered 404 by the handler, not counted
+
+
+class EntityExecute(RunStartView):
+    def subject(self, request: Request) -> Entity:
+        if not hasattr(self, "_entity"):
+            self._entity = entity_get(user=request.user, pk=self.kwargs["pk"])
+        return self._entity
+
+    @extend_schema(
+        tags=["runs"],
+        summary="Execute an entity",
+        description="Seed 000 §7.1. Starts a root run of the entity's current version. The "
+        "input is checked against the entity's io_contract first: a 400 VALIDATION_ERROR "
+        "names each field (`input_data.company_name`) and nothing is started. With "
+        "`execution_options.async` false the call waits for the run to end (up to "
+        "HIERARCH_API SYNC_WAIT_SECONDS, 30 s by default) and answers 200 with the run "
+        "document; otherwise, or when the run has not ended by then, 202. An "
+        "`Idempotency-Key` header makes a retry safe: the same key and body answer the same "
+        "run (header `Idempotent-Replayed: true`), the same key with another body is a 409 "
+        "IDEMPOTENCY_CONFLICT. Throttled per user and per workspace (429 RATE_LIMITED).",
+        parameters=[
+            OpenApiParameter(
+                IDEMPOTENCY_HEADER,
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                required=False,
+                description="Up to 255 printable ASCII characters; kept 24 hours per user "
+                "and workspace.",
+            )
+        ],
+        request=ExecuteSerializer,
+        responses={
+            200: OpenApiResponse(RunDocumentSerializer, description="async false: it ended"),
+            202: OpenApiResponse(ExecuteAnswerSerializer, description="started"),
+            **error_responses(400, 403, 404, 409),
+        },
+    )
+    def post(self, request: Request, pk: Any) -> Response:
+        entity = self.subject(request)
+        body = ExecuteSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        key = _idempotency_key(request)
+        options = body.validated_data.get("execution_options") or {}
+        run, replayed = run_execute(
+            entity=entity,
+            user=request.user,
+            input_data=body.validated_data.get("input_data", {}),
+            context=body.validated_data.get("context"),
+            webhook_url=options.get("webhook_url", ""),
+            idempotency_key=key,
+            fingerprint=_fingerprint(entity, request.data) if key else "",
+        )
+        return _started(run, wait=not options.get("async", True), replayed=replayed)
+
+
+@extend_schema(
+    tags=["runs"],
+    summary="Runs of your workspaces",
+    description="Newest first; root runs only unless `root_only=false`.",
+    parameters=[RunFilters],
+    responses={200: RunSummarySerializer(many=True), **error_responses(400, 404)},
+)
+class RunList(generics.ListAPIView):
+    serializer_class = RunSummarySerializer
+
+    def get_queryset(self) -> QuerySet[Run]:
+        # A total order, so a run never shows on two pages or none.
+        return run_list(user=self.request.user).order_by("-created_at", "-pk")
+
+    def filter_queryset(self, queryset: QuerySet[Run]) -> QuerySet[Run]:
+        filters = RunFilters(
+            data=self.request.query_params.dict(), context=self.get_serializer_context()
+        )
+        filters.is_valid(raise_exception=True)
+        return filters.narrow(queryset)
+
+
+@extend_schema(
+    tags=["runs"],
+    summary="One run",
+    description="Seed 000 §7.2: status, output, metrics (of the run and its descendants) "
+    "and the direct child runs.",
+    responses={200: RunDocumentSerializer, **error_responses(404)},
+)
+class RunDetail(APIView):
+    def get(self, request: Request, pk: Any) -> Response:
+        return Response(run_document(run_get(user=request.user, pk=pk)))
+
+
+@extend_schema(
+    tags=["runs"],
+    summary="A run's trace tree",
+    description="Seed 000 §7.3: the nested tree below the run, each node with its tool "
+    "calls and model calls.",
+    responses={200: TraceSerializer, **error_responses(404)},
+)
+class RunTrace(APIView):
+    def get(self, request: Request, pk: Any) -> Response:
+        return Response(trace_tree(run_get(user=request.user, pk=pk)))
+
+
+class RunCancel(APIView):
+    @extend_schema(
+        tags=["runs"],
+        summary="Cancel a run",
+        description="Cancels the run and its descendants: the step in flight finishes and is "
+        "recorded, no new step starts, and the run ends CANCELLED moments later (202). A run "
+        "that has ended already is a 409 CONFLICT. Needs the operator role.",
+        request=None,
+        responses={202: CancelAnswerSerializer, **error_responses(403, 404, 409)},
+    )
+    def post(self, request: Request, pk: Any) -> Response:
+        run = run_get(user=request.user, pk=pk)
+        asked = run_cancel(run=run, user=request.user)
+        run.refresh_from_db(fields=["status", "cancel_requested"])
+        answer = {
+            "run_id": str(run.pk),
+            "status": run.status,
+            "cancel_requested": run.cancel_requested,
+            "runs": asked,
+        }
+        return Response(answer, status=status.HTTP_202_ACCEPTED)
+
+
+class RunRerun(RunStartView):
+    def subject(self, request: Request) -> Run:
+        if not hasattr(self, "_run"):
+            self._run = run_get(user=request.user, pk=self.kwargs["pk"])
+        return self._run
+
+    @extend_schema(
+        tags=["runs"],
+        summary="Re-run with the same input",
+        description="Starts the run's entity again (its current version) as a new root run "
+        "with the same input and context; answers like execute (202). Needs the operator "
+        "role.",
+        request=None,
+        responses={202: ExecuteAnswerSerializer, **error_responses(403, 404)},
+    )
+    def post(self, request: Request, pk: Any) -> Response:
+        run = run_rerun(run=self.subject(request), user=request.user)
+        return _started(run, wait=False, replayed=False)
+
+
+class WorkspaceWebhookSecret(APIView):
+    @extend_schema(
+        tags=["runs"],
+        summary="The workspace's webhook secret",
+        description="The key each webhook POST of the workspace is signed with: "
+        "X-Hierarch-Signature is `sha256=` and the hex HMAC-SHA256 of the raw body with it. "
+        "Made on first need. Workspace admins only.",
+        responses={200: WebhookSecretSerializer, **error_responses(403, 404)},
+    )
+    def get(self, request: Request, ref: str) -> Response:
+        workspace = _workspace_of(request.user, ref)
+        if workspace is None:
+            raise Http404(f'no workspace "{ref}" among yours')
+        if not has_perm(request.user, ADMINISTER, workspace):
+            raise PermissionDenied(f"only an admin of {workspace.name} may read its webhook secret")
+        response = Response(
+            {
+                "workspace": {"id": workspace.pk, "slug": workspace.slug, "name": workspace.name},
+                "secret": webhook_secret(workspace.pk),
+                "algorithm": "HMAC-SHA256",
+                "header": "X-Hierarch-Signature",
+            }
+        )
+        response["Cache-Control"] = "no-store"
+        return response
+
+
+urlpatterns = [
+    path("entities/<uuid:pk>/execute", EntityExecute.as_view(), name="entity-execute"),
+    path("runs", RunList.as_view(), name="run-list"),
+    path("runs/<uuid:pk>", RunDetail.as_view(), name="run-detail"),
+    path("runs/<uuid:pk>/trace", RunTrace.as_view(), name="run-trace"),
+    path("runs/<uuid:pk>/cancel", RunCancel.as_view(), name="run-cancel"),
+    path("runs/<uuid:pk>/rerun", RunRerun.as_view(), name="run-rerun"),
+    re_path(
+        r"^workspaces/(?P<ref>[-a-zA-Z0-9_]{1,50})/webhook-secret$",
+        WorkspaceWebhookSecret.as_view(),
+        name="workspace-webhook-secret",
+    ),
+]

@@ -124,6 +124,10 @@ class Run(models.Model):
     # Whether the last claim found the lease of a worker that did not finish its advance:
     # the engine then looks for the calls that worker recorded before paying for them again.
     resumed = models.BooleanField(default=False)
+    # Where the end of a root run is POSTed (runs/webhooks.py); blank for none. The engine's
+    # claim reads it with the rest of the run, so a run without one costs no extra query when
+    # it ends; a database default, so the engine's own inserts of child runs leave it out.
+    webhook_url = models.CharField(max_length=2048, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["-created_at"]
@@ -337,3 +341,78 @@ class MemoryItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope} memory {self.pk}"
+
+
+class IdempotencyKey(models.Model):
+    """An `Idempotency-Key` a client sent with an execute (seed 001): the same key and body
+    answer the same run; the same key with another body is refused. Keys belong to a user in
+    a workspace and live HIERARCH_API["IDEMPOTENCY_HOURS"] (24 by default)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    workspace = models.ForeignKey(
+        "entities.Workspace", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    key = models.CharField(max_length=255)
+    # SHA-256 of the canonical JSON of the entity and the request body.
+    request_hash = models.CharField(max_length=64)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "user", "key"], name="idempotency_unique_key"
+            )
+        ]
+        indexes = [models.Index(fields=["expires_at"], name="idempotency_expiry_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.key} → run {self.run_id}"
+
+
+class WebhookStatus(models.TextChoices):
+    PENDING = "PENDING"  # due at `due_at`
+    SENDING = "SENDING"  # claimed by a worker until `claimed_until`
+    DELIVERED = "DELIVERED"  # answered 2xx
+    FAILED = "FAILED"  # any other answer, a timeout, or a refused address
+
+
+class WebhookDelivery(models.Model):
+    """One attempt to POST a root run's end to its webhook_url. The attempts of one delivery
+    share `delivery_id` (the X-Hierarch-Delivery header, for a receiver to drop duplicates);
+    a failed attempt makes the next one, due after an exponential backoff, until
+    HIERARCH_WEBHOOKS["MAX_ATTEMPTS"]."""
+
+    delivery_id = models.UUIDField()
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="webhook_deliveries")
+    url = models.CharField(max_length=2048)
+    event = models.CharField(max_length=50)
+    attempt = models.PositiveIntegerField(default=1)
+    status = models.CharField(
+        max_length=20, choices=WebhookStatus.choices, default=WebhookStatus.PENDING
+    )
+    due_at = models.DateTimeField()
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    attempted_at = models.DateTimeField(null=True, blank=True)
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    # What went wrong, for a person: the host and the kind of failure, never the secret or
+    # the URL's query.
+    error = models.TextField(blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "webhook deliveries"
+        ordering = ["run", "delivery_id", "attempt"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["delivery_id", "attempt"], name="webhook_unique_attempt"
+            )
+        ]
+        indexes = [models.Index(fields=["status", "due_at"], name="webhook_due_idx")]
+
+    def __str__(self) -> str:
+        return f"webhook {self.delivery_id} #{self.attempt} ({self.status})"

@@ -4,16 +4,50 @@ seed 000 §7.2 and §7.3."""
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import timedelta
 from typing import Any
 
+from django.core.cache import cache
 from django.db.models import QuerySet
 
-from governance.permissions import VIEW, scope
-from runs.models import LLMCall, Run, ToolCall
+from governance.permissions import VIEW, scope, visible_or_404
+from runs.models import LLMCall, Run, RunStatus, ToolCall
 
 
 def run_list(*, user: Any, perm: str = VIEW) -> QuerySet[Run]:
     return scope(Run.objects.select_related("entity", "workspace"), user, perm)
+
+
+def run_get(*, user: Any, pk: Any, perm: str = VIEW) -> Run:
+    """The run, or a 404 when it does not exist or belongs to another workspace."""
+    return visible_or_404(run_list(user=user, perm=perm), "run", pk)
+
+
+# How many of an entity's latest completed runs estimate the next one's duration, and how
+# long an estimate is kept (it is asked at every execute).
+ESTIMATE_SAMPLE = 20
+ESTIMATE_SECONDS = 60
+
+
+def run_duration_estimate(entity_id: Any) -> timedelta | None:
+    """How long a run of the entity takes: the median execution time of its latest completed
+    root runs, None when it has none yet."""
+    key = f"runs:duration-estimate:{entity_id}"
+    found = cache.get(key)
+    if found is None:
+        times = sorted(
+            Run.objects.filter(
+                entity_id=entity_id,
+                parent__isnull=True,
+                status=RunStatus.COMPLETED,
+                execution_time_ms__isnull=False,
+            )
+            .order_by("-completed_at")
+            .values_list("execution_time_ms", flat=True)[:ESTIMATE_SAMPLE]
+        )
+        found = times[len(times) // 2] if times else -1
+        cache.set(key, found, ESTIMATE_SECONDS)
+    return None if found < 0 else timedelta(milliseconds=found)
 
 
 def _iso(moment: Any) -> str | None:
@@ -47,59 +81,63 @@ def run_document(run: Run) -> dict:
 
 def trace_tree(run: Run) -> dict:
     """GET /runs/{id}/trace (seed 000 §7.3): the nested tree below `run`, with each node's
-    tool and model calls. Reads the whole trace in four queries."""
-    runs = list(
+    tool and model calls. Reads the whole trace in three queries, as plain rows (a model
+    instance per node would cost more than the queries for a 1,000-node trace)."""
+    rows = (
         Run.objects.filter(trace_id=run.trace_id)
-        .select_related("entity")
-        .only(
+        .order_by("created_at")
+        .values_list(
             "id",
             "parent_id",
             "status",
             "started_at",
             "completed_at",
             "error_code",
-            "error_message",
             "total_cost_usd",
             "total_tokens",
-            "execution_time_ms",
             "entity__name",
             "entity__type",
-            "created_at",
         )
-        .order_by("created_at")
     )
-    ids = [r.pk for r in runs]
+    # Only the columns the tree shows: a call's prompt, answer and arguments stay unread (a
+    # 1,000-node trace has megabytes of them).
     tools: dict[Any, list] = defaultdict(list)
-    for call in ToolCall.objects.filter(run_id__in=ids).order_by("timestamp"):
-        tools[call.run_id].append(
-            {"tool_id": call.tool_id, "latency_ms": call.latency_ms, "success": call.success}
-        )
+    tool_rows = (
+        ToolCall.objects.filter(run__trace_id=run.trace_id)
+        .order_by("timestamp")
+        .values_list("run_id", "tool_id", "latency_ms", "success")
+    )
+    for run_id, tool_id, latency_ms, success in tool_rows:
+        tools[run_id].append({"tool_id": tool_id, "latency_ms": latency_ms, "success": success})
     models: dict[Any, list] = defaultdict(list)
-    for call in LLMCall.objects.filter(run_id__in=ids).order_by("timestamp"):
-        models[call.run_id].append(
-            {"model": call.model_name, "tokens": call.total_tokens, "purpose": call.purpose}
+    model_rows = (
+        LLMCall.objects.filter(run__trace_id=run.trace_id)
+        .order_by("timestamp")
+        .values_list("run_id", "model_name", "total_tokens", "latency_ms", "purpose")
+    )
+    for run_id, model, tokens, latency_ms, purpose in model_rows:
+        models[run_id].append(
+            {"model": model, "tokens": tokens, "latency_ms": latency_ms, "purpose": purpose}
         )
-    children: dict[Any, list[Run]] = defaultdict(list)
-    for row in runs:
-        children[row.parent_id].append(row)
-
-    def node(row: Run) -> dict:
-        return {
+    nodes: dict[Any, dict] = {}
+    children: dict[Any, list[dict]] = defaultdict(list)
+    for pk, parent_id, status, started, completed, code, cost, tokens, name, kind in rows:
+        tree = {
             "node": {
-                "run_id": str(row.pk),
-                "entity_name": row.entity.name,
-                "type": row.entity.type,
-                "status": row.status,
-                "started_at": _iso(row.started_at),
-                "completed_at": _iso(row.completed_at),
-                "error_code": row.error_code or None,
-                "cost_usd": float(row.total_cost_usd),
-                "tokens": row.total_tokens,
-                "tool_calls": tools[row.pk],
-                "llm_calls": models[row.pk],
+                "run_id": str(pk),
+                "entity_name": name,
+                "type": kind,
+                "status": status,
+                "started_at": _iso(started),
+                "completed_at": _iso(completed),
+                "error_code": code or None,
+                "cost_usd": float(cost),
+                "tokens": tokens,
+                "tool_calls": tools.get(pk, []),
+                "llm_calls": models.get(pk, []),
             },
-            "children": [node(child) for child in children[row.pk]],
+            "children": children[pk],
         }
-
-    top = next(r for r in runs if r.pk == run.pk)
-    return {"run_id": str(run.pk), "trace_tree": node(top)}
+        nodes[pk] = tree
+        children[parent_id].append(tree)
+    return {"run_id": str(run.pk), "trace_tree": nodes[run.pk]}

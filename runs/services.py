@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from django.db import transaction
+from django.conf import settings
+from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
@@ -319,3 +322,158 @@ def _subtree(run: Run) -> list:
         found.extend(children)
         frontier = children
     return found
+
+
+# -- the API's execute (issue 6) ------------------------------------------------------------------
+
+
+class RunInputInvalid(RunRefused):
+    """Input that breaks the entity's io_contract: `details` names each field
+    (`input_data.company_name`) and what is wrong with it. Nothing was written."""
+
+    def __init__(self, message: str, details: dict[str, str]):
+        super().__init__("VALIDATION_ERROR", message)
+        self.details = details
+
+
+_RULE_FIELD = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)")
+_REQUIRED = re.compile(r"^'(.+)' is a required property$")
+
+
+def run_input_problems(*, entity: Entity, input_data: Any, prefix: str = "input_data") -> dict:
+    """What the entity's current version (the one a run would pin) finds wrong with the input,
+    by field path: its io_contract input schema, then its validation rules, as the engine
+    checks them when the run starts. Empty when the input is good."""
+    import jsonschema
+
+    from runs.engine.validators import rule_problems
+
+    version = latest_version(entity)
+    if version is None:
+        return {}
+    contract = pinned_definition(version.pk, entity.pk)["io_contract"]["input"]
+    if not isinstance(input_data, dict):
+        return {prefix: "must be a JSON object"}
+    problems: dict[str, str] = {}
+    validator = jsonschema.Draft202012Validator(contract["schema"])
+    for error in sorted(validator.iter_errors(input_data), key=lambda e: list(map(str, e.path))):
+        path = [prefix, *(str(part) for part in error.absolute_path)]
+        message = error.message
+        missing = _REQUIRED.match(message) if error.validator == "required" else None
+        if missing:
+            path.append(missing.group(1))
+            message = "this field is required"
+        where = ".".join(path)
+        problems[where] = f"{problems[where]}; {message}" if where in problems else message
+    if problems:
+        return problems
+    for rule in contract["validation_rules"]:
+        for problem in rule_problems([rule], input_data):
+            field = _RULE_FIELD.match(rule.get("rule", ""))
+            where = f"{prefix}.{field.group(1)}" if field else prefix
+            problems[where] = f"{problems[where]}; {problem}" if where in problems else problem
+    return problems
+
+
+def run_execute(
+    *,
+    entity: Entity,
+    user: Any,
+    input_data: Any,
+    context: dict | None = None,
+    webhook_url: str = "",
+    idempotency_key: str = "",
+    fingerprint: str = "",
+) -> tuple[Run, bool]:
+    """Start a run for POST /api/v1/entities/{id}/execute; answers the run and whether it is
+    an earlier request's (the same `Idempotency-Key` and body: nothing new is started).
+
+    The input is checked against the entity's io_contract first (RunInputInvalid, nothing
+    written). With a key, the key and the run commit together: two identical requests at
+    the same moment start one run, the second answering the first's; the same key with
+    another body (`fingerprint`) is refused with IDEMPOTENCY_CONFLICT."""
+    try:
+        return _execute(
+            entity=entity,
+            user=user,
+            input_data=input_data,
+            context=context,
+            webhook_url=webhook_url,
+            idempotency_key=idempotency_key,
+            fingerprint=fingerprint,
+        )
+    except IntegrityError:
+        if not idempotency_key:
+            raise
+        # The same key committed by a request that came at the same moment: this one's run
+        # was rolled back, and the other's run is the answer (or the conflict).
+        return _execute(
+            entity=entity,
+            user=user,
+            input_data=input_data,
+            context=context,
+            webhook_url=webhook_url,
+            idempotency_key=idempotency_key,
+            fingerprint=fingerprint,
+        )
+
+
+def _execute(
+    *,
+    entity: Entity,
+    user: Any,
+    input_data: Any,
+    context: dict | None,
+    webhook_url: str,
+    idempotency_key: str,
+    fingerprint: str,
+) -> tuple[Run, bool]:
+    from runs.models import IdempotencyKey
+
+    now = timezone.now()
+    with transaction.atomic():
+        if idempotency_key:
+            earlier = (
+                IdempotencyKey.objects.select_related("run", "run__entity")
+                .filter(
+                    workspace_id=entity.workspace_id,
+                    user=user,
+                    key=idempotency_key,
+                    expires_at__gt=now,
+                )
+                .first()
+            )
+            if earlier is not None:
+                if earlier.request_hash != fingerprint:
+                    raise RunRefused(
+                        "IDEMPOTENCY_CONFLICT",
+                        f"the Idempotency-Key {idempotency_key!r} was used "
+                        f"{earlier.created_at.isoformat(timespec='seconds')} with another "
+                        f"request (run {earlier.run_id}); use a new key for a new request",
+                    )
+                return earlier.run, True
+        problems = run_input_problems(entity=entity, input_data=input_data)
+        if problems:
+            raise RunInputInvalid(
+                "the input does not match what "
+                f"{entity.name} takes: "
+                + "; ".join(f"{where}: {problem}" for where, problem in problems.items()),
+                problems,
+            )
+        run = run_start(entity=entity, input_data=input_data, user=user, context=context)
+        if webhook_url:
+            Run.objects.filter(pk=run.pk).update(webhook_url=webhook_url)
+            run.webhook_url = webhook_url
+        if idempotency_key:
+            hours = settings.HIERARCH_API.get("IDEMPOTENCY_HOURS", 24)
+            # Expired keys of this user go now (a key may be used again once it expired).
+            IdempotencyKey.objects.filter(user=user, expires_at__lte=now).delete()
+            IdempotencyKey.objects.create(
+                workspace_id=entity.workspace_id,
+                user=user,
+                key=idempotency_key,
+                request_hash=fingerprint,
+                run=run,
+                expires_at=now + timedelta(hours=hours),
+            )
+    return run, False

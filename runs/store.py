@@ -132,6 +132,8 @@ def latest_version(entity: Entity) -> EntityVersion:
 class OrmRunStore:
     def __init__(self, owner: str | None = None):
         self.owner = owner or new_owner()
+        # The webhook_url of each root run loaded that has one: its end is POSTed there.
+        self._webhooks: dict[str, str] = {}
 
     # -- lease ---------------------------------------------------------------------------------
 
@@ -149,6 +151,8 @@ class OrmRunStore:
         )
         if row is None:
             return None
+        if row["webhook_url"]:
+            self._webhooks[str(row["id"])] = row["webhook_url"]
         view = RunView(
             id=str(row["id"]),
             trace_id=str(row["trace_id"]),
@@ -508,6 +512,10 @@ class OrmRunStore:
             if run.parent_id is None:
                 # SESSION memory lives as long as the trace (seed 000 §3.6.2).
                 MemoryItem.objects.filter(session=run.trace_id, scope="SESSION").delete()
+                if run.id in self._webhooks:
+                    from runs.webhooks import webhook_schedule
+
+                    webhook_schedule(run_id=run.id, url=self._webhooks[run.id], status=run.status)
                 return None
             if run.spawn_group.endswith("/1"):
                 # An only child has no sibling to race: wake the parent, whose claim finds
@@ -1072,6 +1080,7 @@ _VIEW_FIELDS = (  # what `load` reads back; a foreign key gives the related row'
     "deadline_at",
     "budget_anchor",
     "limited",
+    "webhook_url",
 )
 _ASLEEP = (RunStatus.PAUSED, RunStatus.BLOCKED)
 _STEP_DONE = ("COMPLETED", "FAILED", "SKIPPED", "CANCELLED")

@@ -76,12 +76,14 @@ def _sweep_forever(interval: float) -> None:
     import time
 
     from governance.alerts import evaluate_alerts
+    from runs.webhooks import webhook_sweep
 
     never = threading.Event()
     alerts_due = 0.0
     while True:
         try:
             sweep()
+            webhook_sweep()  # attempts whose hint was lost (a restart between commit and send)
             if time.monotonic() >= alerts_due:  # the inline executor has no beat
                 alerts_due = time.monotonic() + settings.HIERARCH_ALERTS_SECONDS
                 evaluate_alerts()

@@ -7,6 +7,7 @@ from celery import shared_task
 
 from runs.services import run_advance
 from runs.sweeper import sweep
+from runs.webhooks import webhook_deliver, webhook_sweep
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -17,3 +18,9 @@ def advance_run(run_id: str) -> None:
 @shared_task(ignore_result=True)
 def sweep_runs() -> None:
     sweep()
+    webhook_sweep()  # webhook attempts whose hint was lost
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def deliver_webhook(delivery_pk: int) -> None:
+    webhook_deliver(delivery_pk=delivery_pk)
