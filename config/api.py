@@ -51,5 +51,5 @@ urlpatterns = [
     path("approvals/<int:pk>/decision", ApprovalDecision.as_view(), name="approval-decision"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
-    re_path(r"^(?P<path>.*)$", no_endpoint, name="no-endpoint"),
+    re_path(r"^(?P<path>(?s:.*))$", no_endpoint, name="no-endpoint"),
 ]

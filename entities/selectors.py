@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
 from entities.models import Entity, EntityVersion, Workspace
-from governance.permissions import VIEW, scope
+from governance.permissions import VIEW, scope, visible_or_404
 
 
 def entity_list(*, user: Any, perm: str = VIEW) -> QuerySet[Entity]:
@@ -17,7 +18,7 @@ def entity_list(*, user: Any, perm: str = VIEW) -> QuerySet[Entity]:
 
 def entity_get(*, user: Any, pk: Any, perm: str = VIEW) -> Entity:
     """The entity, or a 404 when it does not exist or belongs to another workspace."""
-    return get_object_or_404(entity_list(user=user, perm=perm), pk=pk)
+    return visible_or_404(entity_list(user=user, perm=perm), "entity", pk)
 
 
 def workspace_get(*, user: Any, slug: str, perm: str = VIEW) -> Workspace:
@@ -31,3 +32,37 @@ def version_list(*, user: Any, perm: str = VIEW) -> QuerySet[EntityVersion]:
         perm,
         field="entity__workspace",
     )
+
+
+def workspace_find(*, user: Any, ref: Any, perm: str = VIEW) -> Workspace | None:
+    """The user's workspace whose id or slug is `ref`, or None: a workspace the user cannot
+    see is answered exactly like one that does not exist."""
+    ref = str(ref).strip()
+    mine = scope(Workspace.objects.all(), user, perm, field="")
+    found = mine.filter(pk=int(ref)) if ref.isascii() and ref.isdecimal() else mine.filter(slug=ref)
+    return found.first()
+
+
+def entity_find(*, workspace: Workspace, ref: str) -> Entity | None:
+    """The workspace's entity whose id, string id (`external_id`) or name is `ref`."""
+    entities = Entity.objects.filter(workspace=workspace)
+    try:
+        found = entities.filter(pk=uuid.UUID(ref)).first()
+    except ValueError:
+        found = None
+    return found or entities.filter(external_id=ref).first() or entities.filter(name=ref).first()
+
+
+def entity_version_list(*, entity: Entity) -> QuerySet[EntityVersion]:
+    """The entity's versions, newest first (the caller already checked the entity is
+    visible)."""
+    return (
+        EntityVersion.objects.filter(entity=entity)
+        .select_related("created_by")
+        .order_by("-created_at", "-id")
+    )
+
+
+def entity_version_get(*, entity: Entity, version: str) -> EntityVersion:
+    """One version of the entity by its SemVer, or a 404."""
+    return get_object_or_404(entity_version_list(entity=entity), version=version)

@@ -1,0 +1,19 @@
+"""Reads of the tool registry, scoped to what the user may see."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+
+from governance.permissions import VIEW, scope, visible_or_404
+from tools.models import Tool
+
+
+def tool_list(*, user: Any, perm: str = VIEW) -> QuerySet[Tool]:
+    return scope(Tool.objects.select_related("workspace"), user, perm)
+
+
+def tool_get(*, user: Any, pk: Any, perm: str = VIEW) -> Tool:
+    """The tool, or a 404 when it does not exist or belongs to another workspace."""
+    return visible_or_404(tool_list(user=user, perm=perm), "tool", pk)
