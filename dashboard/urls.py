@@ -1,5 +1,12 @@
 from __future__ import annotations
 
+from django.urls import path
+
+from dashboard import views
+
 app_name = "dashboard"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.dashboard, name="index"),
+    path("panel/", views.dashboard_panel, name="panel"),
+]
