@@ -7,10 +7,10 @@ from django.views.generic import RedirectView
 admin.site.site_header = "Hierarch"
 admin.site.site_title = "Hierarch designer"
 admin.site.index_title = "Design processes, agents, skills and actions"
-admin.site.site_url = None  # the console pages arrive with the runs; the admin is the site
+admin.site.site_url = "/dashboard/"  # the admin's "View site": the operations console
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("", RedirectView.as_view(pattern_name="dashboard:index", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/v1/", include("config.api")),
     path("approvals/", include("approvals.urls")),
