@@ -22,8 +22,8 @@ from approvals.models import Approval, ApprovalStatus, Decision, Trigger
 from approvals.selectors import approval_get, approvals_visible_to
 from approvals.services import approval_decide, can_decide
 from config.api_contract import StrictSerializer, error_responses
+from config.api_lists import FilteredListAPIView, ListFilters, comma_choices, workspace_among_yours
 from entities.models import Entity, Workspace
-from governance.permissions import workspaces_for
 
 # -- what a request looks like ------------------------------------------------------------------
 
@@ -207,11 +207,9 @@ class DecisionSerializer(StrictSerializer):
         return data
 
 
-class ApprovalFilters(StrictSerializer):
+class ApprovalFilters(ListFilters):
     """The list's query string: `status` (one or more, comma-separated), `workspace` (id or
     slug), `run` (a run's id)."""
-
-    passed_over = frozenset({"page", "page_size", "format"})
 
     status = serializers.CharField(
         required=False,
@@ -225,22 +223,10 @@ class ApprovalFilters(StrictSerializer):
     )
 
     def validate_status(self, value: str) -> list[str]:
-        wanted = [part.strip().upper() for part in value.split(",") if part.strip()]
-        wrong = [part for part in wanted if part not in ApprovalStatus.values]
-        if wrong or not wanted:
-            raise serializers.ValidationError(
-                f"{', '.join(wrong) or 'nothing'} is not a status; use "
-                + ", ".join(ApprovalStatus.values)
-            )
-        return wanted
+        return comma_choices(value, ApprovalStatus.values, "status")
 
     def validate_workspace(self, value: str) -> Workspace:
-        mine = workspaces_for(self.context["request"].user)
-        found = mine.filter(pk=int(value)) if value.isdecimal() else mine.filter(slug=value)
-        workspace = found.first()
-        if workspace is None:  # the same answer whether it exists or not
-            raise serializers.ValidationError(f'no workspace "{value}" among yours')
-        return workspace
+        return workspace_among_yours(self.context["request"].user, value)
 
     def narrow(self, approvals: QuerySet[Approval]) -> QuerySet[Approval]:
         filters = self.validated_data
@@ -263,19 +249,13 @@ class ApprovalFilters(StrictSerializer):
     parameters=[ApprovalFilters],
     responses={200: ApprovalSummarySerializer(many=True), **error_responses(400)},
 )
-class ApprovalList(generics.ListAPIView):
+class ApprovalList(FilteredListAPIView):
     serializer_class = ApprovalSummarySerializer
+    filters_class = ApprovalFilters
 
     def get_queryset(self) -> QuerySet[Approval]:
         # A total order, so a request never shows on two pages or none.
         return approvals_visible_to(self.request.user).order_by("-requested_at", "-pk")
-
-    def filter_queryset(self, queryset: QuerySet[Approval]) -> QuerySet[Approval]:
-        filters = ApprovalFilters(
-            data=self.request.query_params.dict(), context=self.get_serializer_context()
-        )
-        filters.is_valid(raise_exception=True)
-        return filters.narrow(queryset)
 
 
 @extend_schema(

@@ -37,6 +37,7 @@ from rest_framework.views import APIView
 
 from approvals.api import WorkspaceRefSerializer
 from config.api_contract import ErrorSerializer, StrictSerializer, error_responses
+from config.api_lists import FilteredListAPIView, ListFilters, comma_choices, workspace_among_yours
 from entities.definition import DefinitionInvalid, Problem
 from entities.exchange import (
     ImportFileError,
@@ -455,27 +456,8 @@ class EntityStatusSerializer(StrictSerializer):
     )
 
 
-def _choices_list(value: str, choices: list[str], noun: str) -> list[str]:
-    wanted = [part.strip().upper() for part in value.split(",") if part.strip()]
-    wrong = [part for part in wanted if part not in choices]
-    if wrong or not wanted:
-        raise serializers.ValidationError(
-            f"{', '.join(wrong) or 'nothing'} is not a {noun}; use " + ", ".join(choices)
-        )
-    return wanted
-
-
-def _workspace_filter(request: Request, value: str) -> Workspace:
-    workspace = workspace_find(user=request.user, ref=value)
-    if workspace is None:  # the same answer whether it exists or not
-        raise serializers.ValidationError(f'no workspace "{value}" among yours')
-    return workspace
-
-
-class EntityFilters(StrictSerializer):
+class EntityFilters(ListFilters):
     """The list's query string."""
-
-    passed_over = frozenset({"page", "page_size", "format"})
 
     workspace = serializers.CharField(required=False, help_text="A workspace's id or slug.")
     type = serializers.CharField(
@@ -495,13 +477,13 @@ class EntityFilters(StrictSerializer):
     tag = serializers.CharField(required=False, max_length=100, help_text="Carries this tag.")
 
     def validate_workspace(self, value: str) -> Workspace:
-        return _workspace_filter(self.context["request"], value)
+        return workspace_among_yours(self.context["request"].user, value)
 
     def validate_type(self, value: str) -> list[str]:
-        return _choices_list(value, EntityType.values, "type")
+        return comma_choices(value, EntityType.values, "type")
 
     def validate_status(self, value: str) -> list[str]:
-        return _choices_list(value, EntityStatus.values, "status")
+        return comma_choices(value, EntityStatus.values, "status")
 
     def narrow(self, entities: QuerySet[Entity]) -> QuerySet[Entity]:
         filters = self.validated_data
@@ -588,19 +570,13 @@ def _saved(request: Request, result: SaveResult, *, status_code: int = 200) -> R
     return response
 
 
-class EntityList(generics.ListAPIView):
+class EntityList(FilteredListAPIView):
     serializer_class = EntitySummarySerializer
+    filters_class = EntityFilters
 
     def get_queryset(self) -> QuerySet[Entity]:
         # A total order, so an entity never shows on two pages or none.
         return entity_list(user=self.request.user).order_by("name", "workspace__slug", "pk")
-
-    def filter_queryset(self, queryset: QuerySet[Entity]) -> QuerySet[Entity]:
-        filters = EntityFilters(
-            data=self.request.query_params.dict(), context=self.get_serializer_context()
-        )
-        filters.is_valid(raise_exception=True)
-        return filters.narrow(queryset)
 
     @extend_schema(
         tags=["entities"],

@@ -32,7 +32,7 @@ from django.http import Http404
 from django.urls import path, re_path
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import generics, serializers, status
+from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -41,9 +41,10 @@ from rest_framework.views import APIView
 
 from approvals.api import EntityRefSerializer, WorkspaceRefSerializer
 from config.api_contract import StrictSerializer, error_responses
+from config.api_lists import FilteredListAPIView, ListFilters, comma_choices, workspace_among_yours
 from entities.models import Entity, Workspace
-from entities.selectors import entity_get
-from governance.permissions import ADMINISTER, VIEW, has_perm, workspaces_for
+from entities.selectors import entity_get, workspace_find
+from governance.permissions import ADMINISTER, has_perm
 from runs.models import TERMINAL, Run, RunStatus
 from runs.selectors import run_document, run_duration_estimate, run_get, run_list, trace_tree
 from runs.services import run_cancel, run_execute, run_rerun
@@ -121,10 +122,8 @@ class ExecuteSerializer(StrictSerializer):
         return value
 
 
-class RunFilters(StrictSerializer):
+class RunFilters(ListFilters):
     """The list's query string."""
-
-    passed_over = frozenset({"page", "page_size", "format"})
 
     status = serializers.CharField(
         required=False,
@@ -149,20 +148,10 @@ class RunFilters(StrictSerializer):
     )
 
     def validate_status(self, value: str) -> list[str]:
-        wanted = [part.strip().upper() for part in value.split(",") if part.strip()]
-        wrong = [part for part in wanted if part not in RunStatus.values]
-        if wrong or not wanted:
-            raise serializers.ValidationError(
-                f"{', '.join(wrong) or 'nothing'} is not a status; use "
-                + ", ".join(RunStatus.values)
-            )
-        return wanted
+        return comma_choices(value, RunStatus.values, "status")
 
     def validate_workspace(self, value: str) -> Workspace:
-        workspace = _workspace_of(self.context["request"].user, value)
-        if workspace is None:  # the same answer whether it exists or not
-            raise serializers.ValidationError(f'no workspace "{value}" among yours')
-        return workspace
+        return workspace_among_yours(self.context["request"].user, value)
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         after, before = data.get("created_after"), data.get("created_before")
@@ -187,13 +176,6 @@ class RunFilters(StrictSerializer):
         if "created_before" in filters:
             runs = runs.filter(created_at__lt=filters["created_before"])
         return runs
-
-
-def _workspace_of(user: Any, ref: str, perm: str = VIEW) -> Workspace | None:
-    mine = workspaces_for(user, perm)
-    ref = ref.strip()
-    found = mine.filter(pk=int(ref)) if ref.isascii() and ref.isdecimal() else mine.filter(slug=ref)
-    return found.first()
 
 
 # -- what the API answers (these describe the documents of runs.selectors) ---------------------
@@ -496,19 +478,13 @@ class EntityExecute(RunStartView):
     parameters=[RunFilters],
     responses={200: RunSummarySerializer(many=True), **error_responses(400, 404)},
 )
-class RunList(generics.ListAPIView):
+class RunList(FilteredListAPIView):
     serializer_class = RunSummarySerializer
+    filters_class = RunFilters
 
     def get_queryset(self) -> QuerySet[Run]:
         # A total order, so a run never shows on two pages or none.
         return run_list(user=self.request.user).order_by("-created_at", "-pk")
-
-    def filter_queryset(self, queryset: QuerySet[Run]) -> QuerySet[Run]:
-        filters = RunFilters(
-            data=self.request.query_params.dict(), context=self.get_serializer_context()
-        )
-        filters.is_valid(raise_exception=True)
-        return filters.narrow(queryset)
 
 
 @extend_schema(
@@ -588,7 +564,7 @@ class WorkspaceWebhookSecret(APIView):
         responses={200: WebhookSecretSerializer, **error_responses(403, 404)},
     )
     def get(self, request: Request, ref: str) -> Response:
-        workspace = _workspace_of(request.user, ref)
+        workspace = workspace_find(user=request.user, ref=ref)
         if workspace is None:
             raise Http404(f'no workspace "{ref}" among yours')
         if not has_perm(request.user, ADMINISTER, workspace):

@@ -512,10 +512,11 @@ class OrmRunStore:
             if run.parent_id is None:
                 # SESSION memory lives as long as the trace (seed 000 §3.6.2).
                 MemoryItem.objects.filter(session=run.trace_id, scope="SESSION").delete()
-                if run.id in self._webhooks:
+                url = self._webhooks.pop(run.id, None)  # this process is done with the run
+                if url:
                     from runs.webhooks import webhook_schedule
 
-                    webhook_schedule(run_id=run.id, url=self._webhooks[run.id], status=run.status)
+                    webhook_schedule(run_id=run.id, url=url, status=run.status)
                 return None
             if run.spawn_group.endswith("/1"):
                 # An only child has no sibling to race: wake the parent, whose claim finds

@@ -15,8 +15,8 @@ from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, serializers
 
 from approvals.api import WorkspaceRefSerializer
-from config.api_contract import StrictSerializer, error_responses
-from entities.selectors import workspace_find
+from config.api_contract import error_responses
+from config.api_lists import FilteredListAPIView, ListFilters, comma_choices, workspace_among_yours
 from tools.models import Tool, ToolPermission
 from tools.selectors import tool_get, tool_list
 
@@ -104,10 +104,8 @@ class ToolSerializer(ToolSummarySerializer):
         }
 
 
-class ToolFilters(StrictSerializer):
+class ToolFilters(ListFilters):
     """The list's query string."""
-
-    passed_over = frozenset({"page", "page_size", "format"})
 
     workspace = serializers.CharField(required=False, help_text="A workspace's id or slug.")
     permission = serializers.CharField(
@@ -122,20 +120,10 @@ class ToolFilters(StrictSerializer):
     )
 
     def validate_workspace(self, value: str) -> Any:
-        workspace = workspace_find(user=self.context["request"].user, ref=value)
-        if workspace is None:  # the same answer whether it exists or not
-            raise serializers.ValidationError(f'no workspace "{value}" among yours')
-        return workspace
+        return workspace_among_yours(self.context["request"].user, value)
 
     def validate_permission(self, value: str) -> list[str]:
-        wanted = [part.strip().upper() for part in value.split(",") if part.strip()]
-        wrong = [part for part in wanted if part not in ToolPermission.values]
-        if wrong or not wanted:
-            raise serializers.ValidationError(
-                f"{', '.join(wrong) or 'nothing'} is not a permission; use "
-                + ", ".join(ToolPermission.values)
-            )
-        return wanted
+        return comma_choices(value, ToolPermission.values, "permission")
 
     def narrow(self, tools: QuerySet[Tool]) -> QuerySet[Tool]:
         filters = self.validated_data
@@ -161,19 +149,13 @@ class ToolFilters(StrictSerializer):
     parameters=[ToolFilters],
     responses={200: ToolSummarySerializer(many=True), **error_responses(400, 404)},
 )
-class ToolList(generics.ListAPIView):
+class ToolList(FilteredListAPIView):
     serializer_class = ToolSummarySerializer
+    filters_class = ToolFilters
 
     def get_queryset(self) -> QuerySet[Tool]:
         # A total order: the same tool id may be in several workspaces.
         return tool_list(user=self.request.user).order_by("tool_id", "workspace__slug", "pk")
-
-    def filter_queryset(self, queryset: QuerySet[Tool]) -> QuerySet[Tool]:
-        filters = ToolFilters(
-            data=self.request.query_params.dict(), context=self.get_serializer_context()
-        )
-        filters.is_valid(raise_exception=True)
-        return filters.narrow(queryset)
 
 
 @extend_schema(

@@ -169,7 +169,9 @@ def test_a_tool_of_another_workspace_is_not_found(api, alice, globex_tool):
     theirs = error_of(api.get(detail(globex_tool)), 404, "NOT_FOUND")
     nowhere = error_of(api.get("/api/v1/tools/999999"), 404, "NOT_FOUND")
 
-    assert theirs["error"]["message"] == nowhere["error"]["message"]
+    # The same answer whether it is another workspace's or nobody's: only the id differs.
+    assert theirs["error"]["message"] == f"no tool {globex_tool.pk} in your workspaces"
+    assert nowhere["error"]["message"] == "no tool 999999 in your workspaces"
 
 
 def test_the_tools_api_is_read_only_and_needs_a_sign_in(api, alice, tools):
