@@ -1,10 +1,12 @@
-"""Runs in the admin, read-only, until the console's run and trace pages arrive: what ran,
-what each step did, every model and tool call, and the event log."""
+"""Runs in the admin, read-only: what ran, what each step did, every model and tool call,
+the event log, its requests to people and its webhook deliveries. The console's live trace
+page (`/runs/{id}/`) is the operators' view; "View on site" leads there."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -29,6 +31,7 @@ from runs.models import (
     RunEvent,
     StepRun,
     ToolCall,
+    WebhookDelivery,
 )
 from runs.services import RunRefused, run_raise_budget
 
@@ -97,6 +100,33 @@ class ApprovalInline(ReadOnlyInline):
         return format_html('<a href="{}">#{}</a>', approval_link(obj), obj.pk)
 
 
+class WebhookDeliveryInline(ReadOnlyInline):
+    """Every attempt to tell the run's `webhook_url` that it ended."""
+
+    model = WebhookDelivery
+    fields = [
+        "event",
+        "attempt",
+        "status",
+        "status_code",
+        "error",
+        "latency_ms",
+        "receiver",
+        "attempted_at",
+        "delivered_at",
+        "next_attempt_at",
+    ]
+    readonly_fields = fields
+    ordering = ["created_at", "id"]
+    verbose_name_plural = "webhook deliveries"
+
+    @admin.display(description="to")
+    def receiver(self, obj: WebhookDelivery) -> str:
+        # The address without its query: a client may carry a token there.
+        parts = urlsplit(obj.url)
+        return f"{parts.scheme}://{parts.hostname or ''}{parts.path}"
+
+
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin):
     list_display = [
@@ -113,7 +143,10 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin):
     list_filter = ["status", ScopedWorkspaceFilter]
     search_fields = ["entity__name", "id", "trace_id", "error_code"]
     list_select_related = ["entity", "workspace"]
-    inlines = [StepInline, ApprovalInline, ChildRunInline]
+    inlines = [StepInline, ApprovalInline, ChildRunInline, WebhookDeliveryInline]
+
+    def view_on_site(self, obj: Run) -> str:  # "View on site": the live trace page
+        return obj.get_absolute_url()
     fields = [
         ("entity", "entity_version", "status"),
         ("parent", "trace_id", "depth"),

@@ -13,6 +13,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 
 
 class RunStatus(models.TextChoices):
@@ -141,6 +142,9 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.pk} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("runs:detail", args=[self.pk])  # the live trace page
 
     @property
     def is_root(self) -> bool:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from decimal import Decimal
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
-from runs.models import LLMCall, Run
+from runs.models import LLMCall, Run, WebhookDelivery
 from tests.factories import EntityFactory
 from tests.runs.test_engine import Driver, io
 
@@ -104,3 +106,34 @@ def test_the_run_page_shows_its_requests_to_people_and_their_decisions(client, a
     assert f'href="/approvals/{request.pk}/"' in page
     assert "before tool call" in page.lower() and "reject" in page.lower()
     assert "&lt;b&gt;not now&lt;/b&gt;" in page
+
+
+def test_the_run_page_lists_its_webhook_deliveries_without_the_urls_query(
+    client, alice, finished_run
+):
+    WebhookDelivery.objects.create(
+        delivery_id=uuid.uuid4(),
+        run=finished_run,
+        url="https://hooks.example.com/hierarch?token=s3cr3t-in-the-query",
+        event="run.completed",
+        status="FAILED",
+        status_code=503,
+        error="hooks.example.com answered 503",
+        due_at=timezone.now(),
+    )
+    client.force_login(alice)
+
+    page = client.get(reverse("admin:runs_run_change", args=[finished_run.pk])).content.decode()
+
+    assert "webhook deliveries" in page.lower()
+    assert "https://hooks.example.com/hierarch" in page
+    assert "503" in page
+    assert "s3cr3t-in-the-query" not in page
+
+
+def test_the_run_page_leads_to_the_live_trace(client, alice, finished_run):
+    client.force_login(alice)
+
+    page = client.get(reverse("admin:runs_run_change", args=[finished_run.pk])).content.decode()
+
+    assert f'href="/runs/{finished_run.pk}/"' in page
