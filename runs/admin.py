@@ -147,6 +147,7 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin):
 
     def view_on_site(self, obj: Run) -> str:  # "View on site": the live trace page
         return obj.get_absolute_url()
+
     fields = [
         ("entity", "entity_version", "status"),
         ("parent", "trace_id", "depth"),
