@@ -343,7 +343,9 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "Hierarch API",
     "DESCRIPTION": (
-        "Runs, approvals and entities of the workspaces you belong to. Every error is "
+        "Runs, approvals, entities and tools of the workspaces you belong to. Authenticate "
+        "with `Authorization: Bearer TOKEN` (create a token on the console's API tokens page, "
+        "/account/tokens/) or the console's session. Every error is "
         '`{"error": {"code", "message", "details"}, "retryable"}` (seed 001); an object of '
         "a workspace you cannot see is a 404."
     ),
