@@ -33,7 +33,6 @@ import json
 import os
 import secrets
 import signal
-import statistics
 import sys
 import tempfile
 import threading
@@ -47,7 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import hitl  # noqa: E402 - bench/hitl.py: the database, the processes, the percentiles
+import harness  # noqa: E402 - bench/harness.py: the database, the processes, the percentiles
+import hitl  # noqa: E402 - bench/hitl.py: the child processes' environment
 
 GENEROUS = "100000/minute"
 QUICK = {
@@ -70,17 +70,6 @@ QUICK = {
     },
     "governance": {"execution_limits": {"max_recursion_depth": 5}},
 }
-
-
-def percentiles(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p95": None, "p99": None, "max": None}
-    return {
-        "p50": round(statistics.median(values), 1),
-        "p95": round(hitl.percentile(values, 0.95), 1),
-        "p99": round(hitl.percentile(values, 0.99), 1),
-        "max": round(max(values), 1),
-    }
 
 
 class Caller:
@@ -111,7 +100,7 @@ class Caller:
         return response.status_code, response.content
 
 
-def wait_until_up(base_url: str, processes: hitl.Processes, timeout: float = 60) -> None:
+def wait_until_up(base_url: str, processes: harness.Processes, timeout: float = 60) -> None:
     import httpx
 
     deadline = time.monotonic() + timeout
@@ -126,7 +115,7 @@ def wait_until_up(base_url: str, processes: hitl.Processes, timeout: float = 60)
     raise SystemExit("daphne did not answer:\n" + processes.log_tail("daphne"))
 
 
-def wait_ended(run_ids: list[str], timeout: float, processes: hitl.Processes) -> float:
+def wait_ended(run_ids: list[str], timeout: float, processes: harness.Processes) -> float:
     """Seconds until every run has ended (polled every 50 ms)."""
     from runs.models import TERMINAL, Run
 
@@ -179,8 +168,8 @@ def sustained(caller: Caller, entity_id: Any, args: argparse.Namespace) -> dict[
         "calls": count,
         "wall_s": round(wall, 1),
         "achieved_per_minute": round(count / wall * 60, 1),
-        "answer_ms": percentiles(latencies),
-        "service_ms": percentiles(service),
+        "answer_ms": harness.summary(latencies),
+        "service_ms": harness.summary(service),
         "errors": errors,
         "run_ids": run_ids,
     }
@@ -203,8 +192,8 @@ def main() -> None:
     os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/11")
     with ExitStack() as stack:
         if not os.environ.get("DATABASE_URL"):
-            os.environ["DATABASE_URL"] = hitl.database_create()
-            stack.callback(hitl.database_drop, os.environ["DATABASE_URL"])
+            os.environ["DATABASE_URL"] = harness.database_create("api")
+            stack.callback(harness.database_drop, os.environ["DATABASE_URL"])
         var_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-api-"))
         env = {
             **hitl.child_environment(var_dir),
@@ -246,9 +235,9 @@ def main() -> None:
         entities_import(workspace=big_ws, definitions=engine_bench.bundle(shape, "parallel"))
         big = Entity.objects.get(workspace=big_ws, type="PROCESS")
 
-        processes = hitl.Processes(env, var_dir)
+        processes = harness.Processes(env, var_dir)
         stack.callback(processes.stop_all)
-        port = hitl.free_port()
+        port = harness.free_port()
         processes.start(
             "daphne",
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
@@ -329,9 +318,9 @@ def main() -> None:
         "trace_nodes": nodes,
         "trace_run_s": round(big_run_s, 1),
         "trace_bytes": size,
-        "trace_ms_p50": percentiles(trace_ms)["p50"],
-        "trace_ms_p95": percentiles(trace_ms)["p95"],
-        "trace_selector_ms_p50": percentiles(selector_ms)["p50"],
+        "trace_ms_p50": harness.summary(trace_ms)["p50"],
+        "trace_ms_p95": harness.summary(trace_ms)["p95"],
+        "trace_selector_ms_p50": harness.summary(selector_ms)["p50"],
         "load_1m": round(os.getloadavg()[0], 2),
     }
     if args.json:

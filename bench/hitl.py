@@ -34,28 +34,30 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import secrets
 import signal
-import socket
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-POSTGRES = "postgres://postgres@127.0.0.1:5432"
+from harness import (  # noqa: E402 - bench/harness.py
+    Processes,
+    database_create,
+    database_drop,
+    free_port,
+    summary,
+    until_up,
+    wait_for,
+)
+
 CHROMIUM = "/usr/bin/chromium"
 PASSWORD = "bench-" + secrets.token_hex(8)
 TOOL = {
@@ -135,34 +137,6 @@ def definition(name: str) -> dict:
 # -- the environment ---------------------------------------------------------------------------
 
 
-def with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-def database_create() -> str:
-    import psycopg
-
-    name = f"hierarch_bench_hitl_{secrets.token_hex(4)}"
-    with psycopg.connect(with_database(POSTGRES, "postgres"), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return with_database(POSTGRES, name)
-
-
-def database_drop(url: str) -> None:
-    import psycopg
-
-    name = urlsplit(url).path.lstrip("/")
-    with psycopg.connect(with_database(url, "postgres"), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def child_environment(var_dir: str) -> dict[str, str]:
     """The server's and the worker's environment (and this process's): production settings
     over plain HTTP on loopback, as `make run` serves them."""
@@ -186,111 +160,11 @@ def child_environment(var_dir: str) -> dict[str, str]:
     }
 
 
-class Processes:
-    """The server and the worker, each in its own process group so that stopping one also
-    stops what it forked (the worker's pool)."""
-
-    def __init__(self, env: dict[str, str], log_dir: str) -> None:
-        self.env = env
-        self.log_dir = log_dir
-        self.started: list[tuple[str, subprocess.Popen, IO[str]]] = []
-
-    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
-        log = open(Path(self.log_dir) / f"{name}.log", "w+")  # noqa: SIM115 - closed in stop_all
-        process = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
-            argv,
-            cwd=ROOT,
-            env={**os.environ, **self.env},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.started.append((name, process, log))
-        return process
-
-    def log_tail(self, name: str, lines: int = 30) -> str:
-        for each, _, log in self.started:
-            if each == name:
-                log.flush()
-                log.seek(0)
-                return "".join(log.readlines()[-lines:])
-        return ""
-
-    def check(self) -> None:
-        for name, process, _ in self.started:
-            if process.poll() is not None:
-                raise SystemExit(
-                    f"{name} stopped (exit {process.returncode}):\n" + self.log_tail(name)
-                )
-
-    def stop_all(self) -> None:
-        for _, process, _ in reversed(self.started):
-            if process.poll() is None:
-                with suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGTERM)
-        for _, process, log in reversed(self.started):
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-            # Pool processes left behind by a worker that died first: same group, gone too.
-            with suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            log.close()
-        self.started.clear()
-
-
-def until_up(base_url: str, processes: Processes, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        processes.check()
-        try:
-            with urllib.request.urlopen(f"{base_url}/admin/login/", timeout=2) as response:  # noqa: S310
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.1)
-    raise SystemExit(
-        f"daphne did not answer within {timeout:.0f} s:\n" + processes.log_tail("daphne")
-    )
-
-
 # -- the measurements --------------------------------------------------------------------------
 
 
 def epoch_ms(moment: datetime) -> float:
     return moment.timestamp() * 1000
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    """Nearest rank: the smallest value with at least `fraction` of the samples at or below."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
-
-
-def summary(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p95": None, "max": None, "min": None}
-    return {
-        "p50": round(statistics.median(values), 1),
-        "p95": round(percentile(values, 0.95), 1),
-        "max": round(max(values), 1),
-        "min": round(min(values), 1),
-    }
-
-
-def wait_for(check: Any, timeout: float, what: str, processes: Processes) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        processes.check()
-        time.sleep(0.02)
-    raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def next_step_after(run_id: Any, responded_at: datetime) -> dict[str, Any]:
@@ -475,7 +349,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with ExitStack() as stack:
         if not os.environ.get("DATABASE_URL"):
-            os.environ["DATABASE_URL"] = database_create()
+            os.environ["DATABASE_URL"] = database_create("hitl")
             stack.callback(database_drop, os.environ["DATABASE_URL"])
         var_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-hitl-"))
         env = child_environment(var_dir)

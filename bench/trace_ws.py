@@ -37,29 +37,33 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import secrets
 import signal
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import uuid
 from contextlib import ExitStack, suppress
 from decimal import Decimal
 from pathlib import Path
-from typing import IO, Any
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-POSTGRES = "postgres://postgres@127.0.0.1:5432"
+from harness import (  # noqa: E402 - bench/harness.py
+    Processes,
+    database_create,
+    database_drop,
+    free_port,
+    summary,
+    until_up,
+    wait_for,
+)
+
 CHROMIUM = "/usr/bin/chromium"
 
 # In the page: when each event number's frame arrived, and when each node's row appeared.
@@ -95,33 +99,6 @@ new MutationObserver((mutations) => {
 # -- the environment (as bench/hitl.py sets it up) ---------------------------------------------
 
 
-def with_database(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
-
-
-def database_create() -> str:
-    import psycopg
-
-    name = f"hierarch_bench_trace_{secrets.token_hex(4)}"
-    with psycopg.connect(with_database(POSTGRES, "postgres"), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return with_database(POSTGRES, name)
-
-
-def database_drop(url: str) -> None:
-    import psycopg
-
-    name = urlsplit(url).path.lstrip("/")
-    with psycopg.connect(with_database(url, "postgres"), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def child_environment(var_dir: str, latency_ms: int) -> dict[str, str]:
     return {
         "DJANGO_SETTINGS_MODULE": "config.settings",
@@ -141,103 +118,6 @@ def child_environment(var_dir: str, latency_ms: int) -> dict[str, str]:
         "CELERY_BROKER_URL": os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/13"),
         "DATABASE_URL": os.environ["DATABASE_URL"],
         "PYTHONPATH": str(ROOT),
-    }
-
-
-class Processes:
-    """The server and the worker, each in its own process group."""
-
-    def __init__(self, env: dict[str, str], log_dir: str) -> None:
-        self.env = env
-        self.log_dir = log_dir
-        self.started: list[tuple[str, subprocess.Popen, IO[str]]] = []
-
-    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
-        log = open(Path(self.log_dir) / f"{name}.log", "w+")  # noqa: SIM115 - closed in stop_all
-        process = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
-            argv,
-            cwd=ROOT,
-            env={**os.environ, **self.env},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.started.append((name, process, log))
-        return process
-
-    def log_tail(self, name: str, lines: int = 30) -> str:
-        for each, _, log in self.started:
-            if each == name:
-                log.flush()
-                log.seek(0)
-                return "".join(log.readlines()[-lines:])
-        return ""
-
-    def check(self) -> None:
-        for name, process, _ in self.started:
-            if process.poll() is not None:
-                raise SystemExit(f"{name} stopped ({process.returncode}):\n" + self.log_tail(name))
-
-    def stop_all(self) -> None:
-        for _, process, _ in reversed(self.started):
-            if process.poll() is None:
-                with suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGTERM)
-        for _, process, log in reversed(self.started):
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-            with suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            log.close()
-        self.started.clear()
-
-
-def until_up(base_url: str, processes: Processes, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        processes.check()
-        try:
-            with urllib.request.urlopen(f"{base_url}/admin/login/", timeout=2) as answer:  # noqa: S310
-                if answer.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.1)
-    raise SystemExit("daphne did not answer:\n" + processes.log_tail("daphne"))
-
-
-def wait_for(check: Any, timeout: float, what: str, processes: Processes) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        processes.check()
-        time.sleep(0.02)
-    raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
-# -- figures -----------------------------------------------------------------------------------
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
-
-
-def summary(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"n": 0, "p50": None, "p95": None, "p99": None, "max": None}
-    return {
-        "n": len(values),
-        "p50": round(statistics.median(values), 1),
-        "p95": round(percentile(values, 0.95), 1),
-        "p99": round(percentile(values, 0.99), 1),
-        "max": round(max(values), 1),
     }
 
 
@@ -672,7 +552,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with ExitStack() as stack:
         if not os.environ.get("DATABASE_URL"):
-            os.environ["DATABASE_URL"] = database_create()
+            os.environ["DATABASE_URL"] = database_create("trace")
             stack.callback(database_drop, os.environ["DATABASE_URL"])
         var_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-trace-"))
         env = child_environment(var_dir, args.latency_ms)

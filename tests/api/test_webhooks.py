@@ -17,10 +17,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.db import transaction
 
+from governance.models import Secret
 from runs.models import Run, WebhookDelivery, WebhookStatus
 from runs.selectors import run_document
 from runs.services import run_cancel, run_start
-from runs.webhooks import signature, webhook_deliver, webhook_schedule, webhook_secret
+from runs.webhooks import (
+    SECRET_NAME,
+    signature,
+    webhook_deliver,
+    webhook_schedule,
+    webhook_secret,
+)
 from tests.api.test_execute import GOOD_INPUT, execute_url, greeter, operator
 from tests.factories import UserFactory, grant, paused_run
 from tests.runs.test_engine import Driver
@@ -142,9 +149,14 @@ def test_the_admin_reads_the_secret_that_verifies_the_signature(api, acme, allow
 
 
 @pytest.mark.smoke
-def test_each_workspace_signs_with_its_own_secret(acme, globex):
-    assert webhook_secret(acme.pk) != webhook_secret(globex.pk)
-    assert webhook_secret(acme.pk) == webhook_secret(acme.pk)
+def test_each_workspace_signs_with_its_own_secret_made_once_and_kept(acme, globex):
+    first = webhook_secret(acme.pk)
+    again = webhook_secret(acme.pk)  # read back from the vault, not made anew
+
+    assert first.startswith("whsec_")
+    assert again == first
+    assert Secret.objects.filter(workspace=acme, name=SECRET_NAME).count() == 1
+    assert webhook_secret(globex.pk) != first
 
 
 @pytest.mark.smoke
