@@ -392,30 +392,23 @@ def run_execute(
     written). With a key, the key and the run commit together: two identical requests at
     the same moment start one run, the second answering the first's; the same key with
     another body (`fingerprint`) is refused with IDEMPOTENCY_CONFLICT."""
+    request = {
+        "entity": entity,
+        "user": user,
+        "input_data": input_data,
+        "context": context,
+        "webhook_url": webhook_url,
+        "idempotency_key": idempotency_key,
+        "fingerprint": fingerprint,
+    }
     try:
-        return _execute(
-            entity=entity,
-            user=user,
-            input_data=input_data,
-            context=context,
-            webhook_url=webhook_url,
-            idempotency_key=idempotency_key,
-            fingerprint=fingerprint,
-        )
+        return _execute(**request)
     except IntegrityError:
         if not idempotency_key:
             raise
         # The same key committed by a request that came at the same moment: this one's run
         # was rolled back, and the other's run is the answer (or the conflict).
-        return _execute(
-            entity=entity,
-            user=user,
-            input_data=input_data,
-            context=context,
-            webhook_url=webhook_url,
-            idempotency_key=idempotency_key,
-            fingerprint=fingerprint,
-        )
+        return _execute(**request)
 
 
 def _execute(

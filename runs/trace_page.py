@@ -93,7 +93,7 @@ def _lineage(run: Run) -> list[str]:
 
 def duration_label(run: Run, now: datetime | None = None) -> str:
     """The run's execution time, or for a run under way how long it has been going."""
-    ms: float | None = run.execution_time_ms
+    ms: float | None = run.execution_time_ms if run.status not in ACTIVE else None
     if ms is None and run.started_at is not None:
         end = run.completed_at or (now or timezone.now())
         ms = max(0.0, (end - run.started_at).total_seconds() * 1000)

@@ -37,6 +37,7 @@ from runs.models import ACTIVE, Run, RunStatus
 from runs.selectors import run_list
 from runs.services import RunRefused, run_cancel, run_rerun, run_start
 from runs.store import latest_version, pinned_definition
+from runs.trace_page import duration_label
 
 PAGE_SIZE = 25
 MAX_PAGE = 10_000  # past this, narrow the list with the filters
@@ -77,32 +78,12 @@ def _usd(amount: Decimal) -> str:
     return f"${amount:,.6f}".rstrip("0").rstrip(".")
 
 
-def _duration(run: Run, now: datetime) -> str:
-    if run.execution_time_ms is not None and run.status not in ACTIVE:
-        ms = run.execution_time_ms
-    elif run.started_at is not None:
-        end = run.completed_at or now
-        ms = max(0, int((end - run.started_at).total_seconds() * 1000))
-    else:
-        return ""
-    if ms < 1000:
-        return f"{ms} ms"
-    seconds = ms / 1000
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {rest} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min"
-
-
 def _decorate(run: Run, operate_ids: frozenset[int] | None, now: datetime) -> Run:
     """What a row shows beyond the columns: the operator's buttons, figures for reading."""
     run.may_operate = _may_operate(operate_ids, run.workspace_id)
     run.cancellable = run.status in _CANCELLABLE and not run.cancel_requested
     run.cancelling = run.cancel_requested and run.status in _CANCELLABLE
-    run.duration_text = _duration(run, now)
+    run.duration_text = duration_label(run, now)
     run.cost_text = _usd(run.total_cost_usd)
     run.tokens_text = f"{run.total_tokens:,}"
     run.url = run_url(run)
