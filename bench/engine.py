@@ -17,7 +17,8 @@ With --governed the tree runs under a budget and call limits (seed 000 §3.7, ne
 so the difference to a run without shows what checking them costs per node.
 
 Prints a summary, or one JSON line with --json: nodes, wall_s, per_node_ms,
-queries_per_node (sync only), rows_per_node and peak_rss_mb.
+round_trips_per_node (sync only: exchanges with the database, each waited for), rows_per_node
+and peak_rss_mb.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ os.environ.setdefault("SECRET_KEY", "bench-only-" + "k" * 50)
 os.environ.setdefault("ALLOWED_HOSTS", "localhost")
 
 import django  # noqa: E402
+import psycopg  # noqa: E402
+from psycopg.pq import TransactionStatus  # noqa: E402
 
 django.setup()
 
@@ -141,7 +144,9 @@ def rows_in_trace(trace_id: uuid.UUID) -> int:
     )
 
 
+IDLE = TransactionStatus.IDLE
 ADVANCES: dict[str, float] = {}  # round trips per advance of an action / a composite run
+CPU: dict[str, float] = {}  # this process's CPU time over the run (sync only)
 
 
 def run_sync(root: Entity) -> tuple[Run, int, float]:
@@ -164,22 +169,44 @@ def run_sync(root: Entity) -> tuple[Run, int, float]:
     from governance import safety
 
     safety.scan("warm up: +44 20 7946 0958", ["PII"])  # the PII scanner's data, loaded once
-    # Round trips: every statement, and a BEGIN and a COMMIT per transaction (the debug
-    # cursor would count them too, but formats every statement, which skews the timing).
+    # Round trips: each exchange with the database the engine waits for. A statement, a BEGIN
+    # and a COMMIT each, except in a pipeline (PostgreSQL), where statements are only queued
+    # and the wait comes once, when the pipeline syncs or its answers are fetched. (The debug
+    # cursor would count statements too, but formats every one of them, which skews timing.)
     counted = [0]
+    connection.ensure_connection()
+    raw = connection.connection if connection.vendor == "postgresql" else None
 
     def count(execute, sql, params, many, context):  # noqa: ANN001
-        counted[0] += 1
+        if raw is None:
+            counted[0] += 1
+        elif raw._pipeline is None:
+            counted[0] += 1
+            if not raw.autocommit and raw.pgconn.transaction_status == IDLE:
+                counted[0] += 1  # psycopg sends the BEGIN first
         return execute(sql, params, many, context)
 
     commit = connection.commit
 
     def counting_commit() -> None:
-        counted[0] += 2
+        counted[0] += 1 if raw is not None else 2  # SQLite: its BEGIN counted here too
         commit()
 
     connection.commit = counting_commit
+    pipelines = psycopg._pipeline_base.BasePipeline
+    sync_gen, fetch_gen = pipelines._sync_gen, pipelines._fetch_gen
+
+    def counting_sync_gen(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        counted[0] += 1
+        return sync_gen(self, *args, **kwargs)
+
+    def counting_fetch_gen(self, *, flush):  # noqa: ANN001, ANN202
+        counted[0] += 1 if flush else 0  # an exit, or answers fetched inside the pipeline
+        return fetch_gen(self, flush=flush)
+
+    pipelines._sync_gen, pipelines._fetch_gen = counting_sync_gen, counting_fetch_gen
     per_advance: list[tuple[str, int]] = []
+    CPU["before"] = time.process_time()
     started = time.perf_counter()
     try:
         with connection.execute_wrapper(count):
@@ -191,6 +218,8 @@ def run_sync(root: Entity) -> tuple[Run, int, float]:
                 per_advance.append((run_id, counted[0] - before))
     finally:
         del connection.commit
+        pipelines._sync_gen, pipelines._fetch_gen = sync_gen, fetch_gen
+    CPU["spent"] = time.process_time() - CPU.pop("before")
     queries = counted[0]
     # Round trips per advance, by the kind of run advanced (read after the clock stopped).
     kinds = dict(Run.objects.filter(trace_id=run.trace_id).values_list("pk", "entity__type"))
@@ -301,8 +330,10 @@ def main() -> None:
         "nodes": nodes,
         "wall_s": round(wall, 3),
         "per_node_ms": round(wall * 1000 / nodes, 3),
-        "queries_per_node": round(queries / nodes, 1) if queries is not None else None,
-        "queries_per_advance": ADVANCES or None,
+        "round_trips_per_node": round(queries / nodes, 1) if queries is not None else None,
+        "round_trips_per_advance": ADVANCES or None,
+        # The engine's own work (Python), apart from waiting on the database: sync only.
+        "cpu_ms_per_node": round(CPU["spent"] * 1000 / nodes, 3) if CPU else None,
         "rows_per_node": round(rows_in_trace(run.trace_id) / nodes, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "worker_peak_rss_mb": max(worker_rss) if worker_rss else None,
@@ -317,8 +348,8 @@ def main() -> None:
         )
         if queries is not None:
             print(
-                f"  {figures['queries_per_node']} queries per node; per advance of an action "
-                f"{ADVANCES.get('action')}, of a composite {ADVANCES.get('composite')}"
+                f"  {figures['round_trips_per_node']} round trips per node; per advance of an "
+                f"action {ADVANCES.get('action')}, of a composite {ADVANCES.get('composite')}"
             )
         print(f"  {figures['rows_per_node']} rows per node, peak RSS {figures['peak_rss_mb']} MB")
         if figures["worker_peak_rss_mb"] is not None:

@@ -206,6 +206,9 @@ HIERARCH_ENGINE = {
     # PostgreSQL: the engine's per-step statements are prepared once per connection. Turn it
     # off behind a connection pooler in transaction mode that cannot keep prepared statements.
     "PREPARE_STATEMENTS": env_bool("HIERARCH_PREPARE_STATEMENTS", True),
+    # PostgreSQL: each write of a step sends its statements together (pipeline mode) and
+    # waits once for all their answers, not once each.
+    "PIPELINE": env_bool("HIERARCH_PIPELINE", True),
 }
 
 # Celery: a message is only a hint to look at a run, the database is the truth. Acknowledge

@@ -100,15 +100,29 @@ def find_pii(text: str, *, region: str = DEFAULT_REGION) -> list[PiiSpan]:
         raise ValueError(
             f"unknown phone region {region!r}; use an ISO 3166 country code such as US or GB"
         )
+    # Most texts the engine scans (roles, prompts, short values) hold few digits or none:
+    # every detector but the e-mail one needs some, so one count rules most of them out.
+    digits = _digit_count(text)
     taken: list[PiiSpan] = []
-    for detector in (_emails, _ibans, _cards, _ssns, _national_ids, _ips):
+    for detector, least in _DETECTORS:
+        if digits < least:
+            continue
         for found in detector(text):
             if not _overlaps(found, taken):
                 taken.append(found)
-    for found in _phones(text, region):
-        if not _overlaps(found, taken):
-            taken.append(found)
+    if digits >= _MIN_PHONE_DIGITS:
+        for found in _phones(text, region):
+            if not _overlaps(found, taken):
+                taken.append(found)
     return sorted(taken)
+
+
+def _digit_count(text: str) -> int:
+    """How many characters of `text` are digits by `str.isdigit` (which counts every
+    character the patterns' `\\d` matches, and a few more)."""
+    if text.isascii():  # then only 0-9 are digits, and counting them runs in C
+        return sum(map(text.count, "0123456789"))
+    return sum(map(str.isdigit, text))
 
 
 def _overlaps(span: PiiSpan, taken: list[PiiSpan]) -> bool:
@@ -155,14 +169,18 @@ def _national_ids(text: str) -> Iterator[PiiSpan]:
                 yield PiiSpan(match.start(), match.end(), NATIONAL_ID, name)
 
 
-def _ips(text: str) -> Iterator[PiiSpan]:
-    # IPv6 first: one may end in an IPv4 address (::ffff:192.0.2.1), and is taken whole.
+def _ipv6s(text: str) -> Iterator[PiiSpan]:
+    # Before IPv4 (_DETECTORS): one may end in an IPv4 address (::ffff:192.0.2.1), and is
+    # taken whole.
     if "::" in text or text.count(":") >= 7:
         for match in _IPV6.finditer(text):
             candidate = match.group()
             # A digit, so that C++ names (ab::cd) are not addresses.
             if any(c.isdigit() for c in candidate) and _is_ip(candidate, ipaddress.IPv6Address):
                 yield PiiSpan(match.start(), match.end(), IP_ADDRESS, "ipv6")
+
+
+def _ipv4s(text: str) -> Iterator[PiiSpan]:
     if "." in text:
         for match in _IPV4.finditer(text):
             if _is_ip(match.group(), ipaddress.IPv4Address):
@@ -178,8 +196,21 @@ def _is_ip(candidate: str, kind: type[ipaddress.IPv4Address | ipaddress.IPv6Addr
 
 
 def _phones(text: str, region: str) -> Iterator[PiiSpan]:
-    if sum(char.isdigit() for char in text) < 7:  # no phone number is shorter
-        return
+    """Phone numbers; `find_pii` calls it only on texts of _MIN_PHONE_DIGITS digits or more."""
     matcher = phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID)
     for match in matcher:
         yield PiiSpan(match.start, match.end, PHONE)
+
+
+_MIN_PHONE_DIGITS = 7  # no phone number is shorter
+# Each detector with the fewest digits a match of it holds (its pattern's \d's; an IPv6
+# address needs one, see _ipv6s), in the order they take precedence.
+_DETECTORS: tuple[tuple[Callable[[str], Iterator[PiiSpan]], int], ...] = (
+    (_emails, 0),
+    (_ibans, 2),  # CC00…
+    (_cards, 13),
+    (_ssns, 9),
+    (_national_ids, 7),  # a codice fiscale's; a DNI has 8, a SIN 9, a CPF 11
+    (_ipv6s, 1),
+    (_ipv4s, 4),
+)

@@ -48,6 +48,7 @@ _TOKEN = re.compile(r"[A-Za-z0-9_\-]+=*")
 _ENCRYPTED = re.compile(re.escape(ENCRYPTED_PREFIX) + r"([A-Za-z0-9_\-]+=*)")
 # Integers this long may be a card, phone or id number stored as a JSON number.
 _MIN_PII_DIGITS = 9
+_LONG_INT = 10 ** (_MIN_PII_DIGITS - 1)  # the smallest integer of _MIN_PII_DIGITS digits
 
 
 class SafetyConfigError(ValueError):
@@ -200,10 +201,25 @@ def redact_value(obj: Any, filters: Iterable[str], *, region: str = DEFAULT_REGI
     wanted = check_filters(filters)
 
     def transform(strings: list[str]) -> list[str]:
+        if wanted == _PII_ONLY:  # the log's case (pii_protect): no classifier, no findings
+            _check_region(region)
+            return [_redacted_pii(s, region) for s in strings]
         findings = scan_many(strings, wanted, region=region)
         return [redact(s, f) for s, f in zip(strings, findings, strict=True)]
 
     return _map_strings(obj, transform, numbers=PII in wanted)
+
+
+_PII_ONLY = frozenset({PII})
+
+
+def _redacted_pii(text: str, region: str) -> str:
+    """`redact(text, scan(text, [PII]))`, without building findings for the (usual) text
+    that holds no personal data."""
+    spans = pii.find_pii(text, region=region)
+    if not spans:
+        return text
+    return redact(text, [Finding(PII, s.kind, (s.start, s.end), None, s.detail) for s in spans])
 
 
 def pii_protect(
@@ -365,17 +381,18 @@ def _map_strings(obj: Any, transform: Callable[[list[str]], list[str]], *, numbe
     digits) passed through `transform`, called once with all of them in document order."""
     found: list[str] = []
 
+    # Containers are tested before numbers: no value is both, and most values are one.
     def collect(value: Any) -> None:
         if isinstance(value, str):
             found.append(value)
-        elif numbers and _long_int(value):
-            found.append(str(value))
         elif isinstance(value, dict):
             for item in value.values():
                 collect(item)
         elif isinstance(value, list | tuple):
             for item in value:
                 collect(item)
+        elif numbers and _long_int(value):
+            found.append(str(value))
 
     collect(obj)
     if not found:
@@ -385,23 +402,19 @@ def _map_strings(obj: Any, transform: Callable[[list[str]], list[str]], *, numbe
     def rebuild(value: Any) -> Any:
         if isinstance(value, str):
             return next(changed)
-        if numbers and _long_int(value):
-            text = next(changed)
-            return value if text == str(value) else text
         if isinstance(value, dict):
             return {key: rebuild(item) for key, item in value.items()}
         if isinstance(value, list):
             return [rebuild(item) for item in value]
         if isinstance(value, tuple):
             return tuple(rebuild(item) for item in value)
+        if numbers and _long_int(value):
+            text = next(changed)
+            return value if text == str(value) else text
         return value
 
     return rebuild(obj)
 
 
 def _long_int(value: Any) -> bool:
-    return (
-        isinstance(value, int)
-        and not isinstance(value, bool)
-        and abs(value) >= 10 ** (_MIN_PII_DIGITS - 1)
-    )
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _LONG_INT

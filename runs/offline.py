@@ -18,6 +18,10 @@ offered, and the answer) so budgets and dashboards behave as with a paid model. 
 completion parameter makes it slow on purpose; a latency past the call's `timeout` raises
 litellm's Timeout like a real provider.
 
+The answer carries its own cost (`_hidden_params["response_cost"]`) at the price litellm's map
+holds for `local/<model>` (entered by the gateway), so litellm takes it as it is instead of
+pricing the response again inside `completion()`.
+
 Imported only by the model gateway (`runs/gateway.py`), after litellm itself.
 """
 
@@ -29,6 +33,7 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import litellm
@@ -113,7 +118,7 @@ def answer(
     """The offline model's reply to one call, as litellm's ModelResponse."""
     seed = _seed(messages)
     response = model_response if model_response is not None else ModelResponse()
-    prompt_tokens = litellm.token_counter(model=model, messages=messages)
+    prompt_tokens = prompt_token_count(model, messages)
     response_format = optional_params.get("response_format")
     tools = optional_params.get("tools") or []
     tool_choice = optional_params.get("tool_choice")
@@ -130,8 +135,8 @@ def answer(
         )
         message = Message(content=None, role="assistant", tool_calls=[call])
         finish_reason = "tool_calls"
-        completion_tokens = _count(model, function["name"]) + _count(model, arguments)
-        prompt_tokens += _count_offered(model, json.dumps(tools)) + _OVERHEAD_TOKENS
+        completion_tokens = _count_repeated(model, function["name"]) + _count(model, arguments)
+        prompt_tokens += _count_repeated(model, json.dumps(tools)) + _OVERHEAD_TOKENS
     elif schema is not None:
         value = bias_judge_answer(schema, messages)
         if value is None:
@@ -140,7 +145,7 @@ def answer(
         message = Message(content=content, role="assistant")
         finish_reason = "stop"
         completion_tokens = _count(model, content)
-        prompt_tokens += _count_offered(model, json.dumps(schema)) + _OVERHEAD_TOKENS
+        prompt_tokens += _count_repeated(model, json.dumps(schema)) + _OVERHEAD_TOKENS
     else:
         content = text_answer(messages, seed=seed)
         finish_reason = "stop"
@@ -161,6 +166,7 @@ def answer(
         completion_tokens=completion_tokens,
         total_tokens=prompt_tokens + completion_tokens,
     )
+    _stamp_cost(response, model, prompt_tokens, completion_tokens)
     return response
 
 
@@ -202,13 +208,103 @@ def _chosen_tool(tools: list[dict[str, Any]], tool_choice: Any) -> dict[str, Any
     return tools[0]
 
 
+def _stamp_cost(
+    response: ModelResponse, model: str, prompt_tokens: int, completion_tokens: int
+) -> None:
+    """Put the answer's cost on it, as litellm would compute it from its price map.
+
+    litellm prices every response inside `completion()` (`completion_cost` and its model info
+    look-ups: a tenth of an offline call) unless the response already says what it cost. A
+    model missing from the map, or priced other than per input and output token, is left for
+    litellm to price as before.
+    """
+    price = litellm.model_cost.get(f"{PROVIDER}/{model}")
+    if not isinstance(price, dict):
+        return
+    per_input = price.get("input_cost_per_token")
+    per_output = price.get("output_cost_per_token")
+    if not isinstance(per_input, int | float) or not isinstance(per_output, int | float):
+        return
+    if any(value for key, value in price.items() if _OTHER_PRICE.search(key)):
+        return  # tiers, cache reads, per-request fees…: litellm's own arithmetic
+    hidden = response._hidden_params
+    if isinstance(hidden, dict):  # a copy: the default may be shared between responses
+        cost = prompt_tokens * per_input + completion_tokens * per_output
+        response._hidden_params = {**hidden, "response_cost": cost}
+
+
+# Any price in a model's entry but the two per-token ones (zeros and Nones are no price).
+_OTHER_PRICE = re.compile(r"^(?!(?:input|output)_cost_per_token$).*(?:cost|price)")
+
+
+def prompt_token_count(model: str, messages: list[dict[str, Any]]) -> int:
+    """`litellm.token_counter(model=model, messages=messages)`, counted for less.
+
+    litellm counts a message as a fixed overhead for its role plus its content's tokens, and
+    adds a reply primer to the whole; for messages of a role and a text content this sums the
+    same parts, with the per-role overheads looked up once and a system prompt (the same call
+    after call) counted once. Any other message shape is counted by litellm itself.
+    """
+    if litellm.disable_token_counter:
+        return 0
+    total = _reply_primer(model)
+    for message in messages:
+        if not isinstance(message, dict) or len(message) != 2:
+            return int(litellm.token_counter(model=model, messages=messages))
+        role, content = message.get("role"), message.get("content")
+        if not isinstance(role, str) or not isinstance(content, str):
+            return int(litellm.token_counter(model=model, messages=messages))
+        total += _message_overhead(model, role)
+        total += _count_repeated(model, content) if role == "system" else _count(model, content)
+    return total
+
+
+@functools.lru_cache(maxsize=64)
+def _reply_primer(model: str) -> int:
+    return int(litellm.token_counter(model=model, messages=[]))
+
+
+@functools.lru_cache(maxsize=256)
+def _message_overhead(model: str, role: str) -> int:
+    empty = [{"role": role, "content": ""}]
+    return int(litellm.token_counter(model=model, messages=empty)) - _reply_primer(model)
+
+
 def _count(model: str, text: str) -> int:
-    return int(litellm.token_counter(model=model, text=text)) if text else 0
+    """`litellm.token_counter(model=model, text=text)`, with litellm's counter for the model
+    looked up once (token_counter picks the tokenizer anew on every call)."""
+    if not text or litellm.disable_token_counter:
+        return 0
+    return int(_text_counter(model)(text))
+
+
+@functools.lru_cache(maxsize=64)
+def _text_counter(model: str) -> Callable[[str], int]:
+    try:
+        from litellm.litellm_core_utils.token_counter import _get_count_function
+
+        return _get_count_function(model)  # type: ignore[no-any-return]
+    except Exception:  # another litellm: its public counter, tokenizer look-up and all
+        return functools.partial(_count_by_litellm, model)
+
+
+def _count_by_litellm(model: str, text: str) -> int:
+    return int(litellm.token_counter(model=model, text=text))
+
+
+def _count_repeated(model: str, text: str) -> int:
+    """The count of a text that comes back call after call (a system prompt, a function's name,
+    a schema, tools), made once; texts too long to keep are counted each time."""
+    if len(text) > _KEPT_TEXT_CHARS:
+        return _count(model, text)
+    return _count_kept(model, text)
+
+
+_KEPT_TEXT_CHARS = 64_000  # 512 kept texts hold at most about 32 MB
 
 
 @functools.lru_cache(maxsize=512)
-def _count_offered(model: str, text: str) -> int:
-    # The same schemas and tools come back call after call; count each once.
+def _count_kept(model: str, text: str) -> int:
     return _count(model, text)
 
 

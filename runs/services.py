@@ -270,7 +270,10 @@ def run_raise_budget(*, run: Run, budget_usd: Any, user: Any = None) -> list[str
             parent_anchor = Run.objects.values_list("budget_anchor", flat=True).get(
                 pk=row.parent_id
             )
-            if parent_anchor is not None and not sql.reserve_budget(str(parent_anchor), increase):
+            if (
+                parent_anchor is not None
+                and not sql.reserve_budget(str(parent_anchor), increase).value()
+            ):
                 raise RunRefused(
                     "BUDGET_EXHAUSTED",
                     f"the budget this run is drawn from has no ${increase.normalize()} left: "

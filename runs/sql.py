@@ -12,44 +12,53 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
 
 from runs.models import Run, RunEvent, TraceSequence
+
+# Each function takes the thread's connection once (`connections[DEFAULT_DB_ALIAS]`):
+# `django.db.connection` is a proxy that looks it up again on every attribute, and these run
+# for every statement of every step.
 
 
 @contextlib.contextmanager
 def _cursor() -> Iterator[Any]:
+    """A cursor for these statements, closed after the block (see `_open_cursor`)."""
+    cursor = _open_cursor()
+    try:
+        yield cursor
+    finally:
+        cursor.close()
+
+
+def _open_cursor() -> Any:
     """A cursor for these statements. On PostgreSQL it binds parameters on the server and
     prepares each statement on first use (one plan per connection and statement text):
     planning a statement on the run table costs more than running it. Django's own cursors
     bind on the client and never prepare, so connection poolers keep working for the rest;
     these run inside the worker's own connection. The cursor is Django's wrapper around it,
     so errors map to Django's and execute wrappers see each statement."""
+    connection = connections[DEFAULT_DB_ALIAS]
     if connection.vendor != "postgresql" or not settings.HIERARCH_ENGINE.get(
         "PREPARE_STATEMENTS", True
     ):
-        with connection.cursor() as cursor:
-            yield cursor
-        return
+        return connection.cursor()
     connection.ensure_connection()
     raw = connection.connection
     if raw.prepare_threshold is None:
         # Django turns preparing off; let these statements (prepare=True) prepare, and
         # nothing else: Django's client-binding cursors never prepare.
         raw.prepare_threshold = _ONLY_WHEN_ASKED
-    cursor = connection._prepare_cursor(_PreparingCursor(raw))
-    try:
-        yield cursor
-    finally:
-        cursor.close()
+    return connection._prepare_cursor(_PreparingCursor(raw))
 
 
 _ONLY_WHEN_ASKED = 2**31 - 1
@@ -61,12 +70,165 @@ class _PreparingCursor(psycopg.Cursor):
         return super().execute(query, params, **kwargs)
 
 
+_batching = threading.local()  # Django's connections are per thread, and so are these
+
+LEASE_LOST = "HR001"  # the SQLSTATE of hierarch_lease_lost() (migration runs/0012)
+
+
+def lease_lost(exc: BaseException | None) -> bool:
+    """Whether a database error is a fenced write finding the lease someone else's."""
+    while exc is not None:
+        if getattr(exc, "sqlstate", None) == LEASE_LOST:
+            return True
+        exc = exc.__cause__
+    return False
+
+
+@contextlib.contextmanager
+def one_trip(*, careful: bool = False) -> Iterator[bool]:
+    """One transaction, sent to the database whole where it can be: yields whether it is.
+
+    On PostgreSQL, outside any other transaction (and unless `careful`), BEGIN, the block's
+    statements and COMMIT go in one pipeline: statements are queued, not waited for, and the
+    block's end waits once for all the answers. A step's write is four or five statements:
+    one round trip instead of six or seven is most of what the database costs the engine.
+    Statements answer through `Later`, read after the block (reading one inside it waits for
+    the answers so far: correct, one more round trip). The answers come after the COMMIT, so
+    whatever must stop the transaction is checked by the database itself (the fenced writes
+    call hierarch_lease_lost()); an error of any statement aborts it on the server and is
+    raised at the block's end as Django's error, and an exception of the block's own rolls
+    it back. Hooks given to `on_commit` run after the commit. The block must not use the
+    ORM's transactions (Django believes the connection idle).
+
+    Elsewhere, with `careful` (the block needs answers before it commits, or the ORM's
+    row locks), or when the setting HIERARCH_ENGINE["PIPELINE"] is off: `atomic()`."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    if (
+        careful
+        or connection.vendor != "postgresql"
+        or connection.in_atomic_block
+        or getattr(_batching, "active", False)
+        or not settings.HIERARCH_ENGINE.get("PIPELINE", True)
+    ):
+        with transaction.atomic():
+            yield False
+        return
+    connection.ensure_connection()
+    raw = connection.connection
+    hooks: list[Callable[[], None]] = []
+    _batching.active, _batching.hooks = True, hooks
+    try:
+        with connection.wrap_database_errors:
+            try:
+                with raw.pipeline() as pipeline:
+                    _batching.pipeline = pipeline
+                    _command(raw, b"BEGIN")
+                    try:
+                        yield True
+                    except BaseException:
+                        _command(raw, b"ROLLBACK")
+                        raise
+                    _command(raw, b"COMMIT")
+            except psycopg.errors.PipelineAborted as exc:
+                # psycopg may report the statements after the failed one, not the failure:
+                # raise what the server said (a unique key's conflict, a lost lease).
+                raise _first_failure(exc) from None
+            finally:
+                _batching.pipeline = None
+                if raw.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    _command(raw, b"ROLLBACK")  # a statement failed: the server kept it open
+    finally:
+        _batching.active, _batching.hooks = False, None
+    for hook in hooks:
+        hook()
+
+
+def _first_failure(exc: BaseException) -> BaseException:
+    """The error that aborted a pipeline: the first of `exc`'s context that is not merely
+    "pipeline aborted", or `exc` itself."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, psycopg.Error) and not isinstance(seen, psycopg.errors.PipelineAborted):
+            return seen
+        seen = seen.__context__
+    return exc
+
+
+def _command(raw: psycopg.Connection, command: bytes) -> None:
+    """BEGIN, COMMIT or ROLLBACK: in a pipeline only queued, to go with the next statement or
+    the sync. psycopg's own way of sending its transaction commands (a cursor per command
+    costs a cursor and a round of the pipeline's send and poll); a cursor if it has none."""
+    send = getattr(raw, "_exec_command", None)
+    if send is None:
+        with psycopg.Cursor(raw) as cursor:
+            cursor.execute(command)
+    else:
+        raw.wait(send(command))
+
+
+def on_commit(hook: Callable[[], None]) -> None:
+    """Run `hook` after the commit of the transaction in progress (`one_trip`'s or Django's)."""
+    hooks = getattr(_batching, "hooks", None)
+    if hooks is not None:
+        hooks.append(hook)
+    else:
+        transaction.on_commit(hook)
+
+
+class Later:
+    """A statement's answer, read from its cursor when first asked (see `one_trip`)."""
+
+    __slots__ = ("_cursor", "_read", "_value")
+    _UNREAD = object()
+
+    def __init__(self, cursor: Any, read: Callable[[Any], Any]):
+        self._cursor, self._read, self._value = cursor, read, Later._UNREAD
+
+    @classmethod
+    def known(cls, value: Any) -> Later:
+        later = cls(None, lambda _cursor: value)
+        later._value = value
+        return later
+
+    def value(self) -> Any:
+        connection = connections[DEFAULT_DB_ALIAS]
+        if self._value is Later._UNREAD:
+            try:
+                with connection.wrap_database_errors:
+                    pipeline = getattr(_batching, "pipeline", None)
+                    if pipeline is not None:  # asked inside the block: wait for the answers
+                        pipeline.sync()
+                    self._value = self._read(self._cursor)
+            finally:
+                self._cursor.close()
+        return self._value
+
+
+def _ask(sql: str, params: list[Any], read: Callable[[Any], Any]) -> Later:
+    """Execute a statement whose answer `read` takes from the cursor: at once, or after the
+    pipeline's round trip inside `one_trip`."""
+    cursor = _open_cursor()
+    try:
+        cursor.execute(sql, params)
+        if not getattr(_batching, "active", False):
+            try:
+                return Later.known(read(cursor))
+            finally:
+                cursor.close()
+    except BaseException:
+        cursor.close()
+        raise
+    return Later(cursor, read)  # closed once read
+
+
 def quote(name: str) -> str:
+    connection = connections[DEFAULT_DB_ALIAS]
     return connection.ops.quote_name(name)
 
 
 def prep(model: type[models.Model], name: str, value: Any) -> Any:
     """A value as the model's field sends it to this connection's database."""
+    connection = connections[DEFAULT_DB_ALIAS]
     return model._meta.get_field(name).get_db_prep_save(value, connection)
 
 
@@ -79,6 +241,7 @@ def _reader(
     vendor: str, model: type[models.Model], names: tuple[str, ...]
 ) -> tuple[str, list[tuple[str, list]]]:
     """The column list of `names` and, per column, the ORM's converters for this backend."""
+    connection = connections[DEFAULT_DB_ALIAS]
     table = model._meta.db_table
     columns, converters = [], []
     for name in names:
@@ -91,6 +254,7 @@ def _reader(
 
 
 def _read(model: type[models.Model], names: tuple[str, ...], row: Sequence[Any]) -> dict[str, Any]:
+    connection = connections[DEFAULT_DB_ALIAS]
     _, converters = _reader(connection.vendor, model, names)
     values = {}
     for value, (name, steps) in zip(row, converters, strict=False):
@@ -111,6 +275,7 @@ def select(
 ) -> list[tuple[dict[str, Any], tuple]]:
     """Rows of `model` (fields `names`, converted as the ORM would) matching `where`, each
     with the raw values of the `extra` columns after them."""
+    connection = connections[DEFAULT_DB_ALIAS]
     columns, _ = _reader(connection.vendor, model, names)
     table = quote(model._meta.db_table)
     sql = f"SELECT {columns}{', ' + extra if extra else ''} FROM {table} "  # noqa: S608
@@ -142,6 +307,7 @@ def claim(
 
     `resumed` records whether the lease was still held by someone (a worker that died
     mid-advance): SET reads the row as it was before the statement."""
+    connection = connections[DEFAULT_DB_ALIAS]
     terminal, asleep = [str(s) for s in terminal], [str(s) for s in asleep]
     table = quote(Run._meta.db_table)
     columns, _ = _reader(connection.vendor, Run, names)
@@ -177,24 +343,36 @@ def claim(
     return found
 
 
-def update_run(run_id: str, owner: str, values: dict[str, Any]) -> bool | None:
-    """Write the run's columns if `owner` holds its lease (a fenced write); answer whether a
-    cancel was requested, or None when the lease is someone else's."""
+def update_run(run_id: str, owner: str, values: dict[str, Any]) -> Later:
+    """Write the run's columns if `owner` holds its lease (a fenced write); answer (`Later`)
+    whether a cancel was requested, or None when the lease is someone else's."""
+    connection = connections[DEFAULT_DB_ALIAS]
     names = tuple(values)
     sql = _update_sql(connection.vendor, names)
-    params = [prep(Run, n, values[n]) for n in names]
-    with _cursor() as cursor:
-        cursor.execute(sql, [*params, run_id_param(run_id), owner])
-        row = cursor.fetchone()
+    params = [*(prep(Run, n, values[n]) for n in names), run_id_param(run_id), owner]
+    if connection.vendor == "postgresql":
+        params.append(str(run_id))
+    return _ask(sql, params, _cancel_flag)
+
+
+def _cancel_flag(cursor: Any) -> bool | None:
+    row = cursor.fetchone()
     return None if row is None else bool(row[0])
 
 
 @functools.lru_cache(maxsize=64)
 def _update_sql(vendor: str, names: tuple[str, ...]) -> str:
     assignments = ", ".join(f"{quote(Run._meta.get_field(n).column)} = %s" for n in names)
-    return (
+    sql = (
         f"UPDATE {quote(Run._meta.db_table)} SET {assignments} "  # noqa: S608
         "WHERE id = %s AND lease_owner = %s RETURNING cancel_requested"
+    )
+    if vendor != "postgresql":
+        return sql
+    # No row written: the lease is someone else's, and the transaction aborts on the server.
+    return (
+        f"WITH w AS ({sql}) SELECT cancel_requested FROM w "  # noqa: S608
+        "UNION ALL SELECT hierarch_lease_lost(%s) WHERE NOT EXISTS (SELECT 1 FROM w)"
     )
 
 
@@ -210,15 +388,16 @@ def add_counters(
     tool_calls: int = 0,
     anchor: str | None = None,
     estimate: Decimal | None = None,
-) -> tuple[bool, list[str]] | None:
+) -> Later:
     """Add a call to the counters of the run and every ancestor and renew the run's lease, in
     one statement fenced on the run's lease. With a budget `anchor` (the nearest run with a
     budget), `estimate` is what `reserve` set aside there for this call: it is given back,
     and every run with a budget above the anchor turns the call's cost from reserved into
     used (it had reserved its child's whole budget).
 
-    Answers the run's cancel flag and the runs whose alert threshold this call crossed, or
-    None when the lease is someone else's (nothing is written then)."""
+    Answers (`Later`) the run's cancel flag and the runs whose alert threshold this call
+    crossed, or None when the lease is someone else's (nothing is written then)."""
+    connection = connections[DEFAULT_DB_ALIAS]
     ids = [run_id_param(value) for value in [run_id, *lineage]]
     mine = run_id_param(run_id)
     price = prep(Run, "total_cost_usd", cost)
@@ -239,12 +418,15 @@ def add_counters(
         owner,
         mine,
     ]
-    with _cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+    if connection.vendor == "postgresql":
+        params += [str(run_id), mine]
+    return _ask(sql, params, functools.partial(_counted, cost=cost))
+
+
+def _counted(cursor: Any, *, cost: Decimal) -> tuple[bool, list[str]] | None:
     cancelled = None
     crossed = []
-    for row_id, is_mine, flag, total, alert in rows:
+    for row_id, is_mine, flag, total, alert in cursor.fetchall():
         if is_mine:
             cancelled = bool(flag)
         if alert is not None:  # the write that took the cost across the threshold
@@ -261,7 +443,7 @@ def _dollars(value: Any) -> Decimal:
 
 @functools.lru_cache(maxsize=32)
 def _counters_sql(vendor: str, count: int) -> str:
-    return (
+    sql = (
         f"UPDATE {quote(Run._meta.db_table)} SET "  # noqa: S608
         "total_cost_usd = total_cost_usd + %s, total_tokens = total_tokens + %s, "
         "llm_calls = llm_calls + %s, tool_calls = tool_calls + %s, "
@@ -269,8 +451,16 @@ def _counters_sql(vendor: str, count: int) -> str:
         "reserved_usd = CASE WHEN id = %s THEN reserved_usd - %s "
         "WHEN budget_usd IS NOT NULL THEN reserved_usd - %s ELSE reserved_usd END "
         f"WHERE id IN ({marks(range(count))}) AND (id <> %s OR lease_owner = %s) "
-        "RETURNING id, CASE WHEN id = %s THEN 1 ELSE 0 END, cancel_requested, "
+        "RETURNING id, CASE WHEN id = %s THEN 1 ELSE 0 END AS mine, cancel_requested, "
         "total_cost_usd, cost_alert_usd"
+    )
+    if vendor != "postgresql":
+        return sql
+    # The run's own row not written: its lease is someone else's; abort on the server.
+    return (
+        f"WITH c AS ({sql}) SELECT * FROM c UNION ALL "  # noqa: S608
+        "SELECT NULL, 1, hierarch_lease_lost(%s), NULL, NULL "
+        "WHERE NOT EXISTS (SELECT 1 FROM c WHERE c.id = %s)"
     )
 
 
@@ -282,9 +472,9 @@ def reserve(
     tool_calls: int,
     anchor: str | None,
     estimate: Decimal,
-) -> bool:
+) -> Later:
     """Count a call before it is made, for the run and every ancestor, and set its estimated
-    cost aside at the budget anchor: all or nothing. False (nothing written) when a call
+    cost aside at the budget anchor: all or nothing. False (`Later`; nothing written) when a call
     limit of one of them, or the anchor's budget, has no room for it."""
     ids = [run_id_param(value) for value in [run_id, *lineage]]
     held = prep(Run, "reserved_usd", estimate)
@@ -309,9 +499,11 @@ def reserve(
         anchor_param,
         held,
     ]
-    with _cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount == len(ids)
+    return _ask(sql, params, functools.partial(_changed, rows=len(ids)))
+
+
+def _changed(cursor: Any, *, rows: int) -> bool:
+    return cursor.rowcount == rows
 
 
 def unreserve(anchor: str, amount: Decimal) -> None:
@@ -324,17 +516,16 @@ def unreserve(anchor: str, amount: Decimal) -> None:
         )
 
 
-def reserve_budget(anchor: str, amount: Decimal) -> bool:
-    """Set a child's budget aside at its parent's anchor; False (nothing written) when the
-    anchor's budget has no room for it."""
+def reserve_budget(anchor: str, amount: Decimal) -> Later:
+    """Set a child's budget aside at its parent's anchor; False (`Later`; nothing written)
+    when the anchor's budget has no room for it."""
     held = prep(Run, "reserved_usd", amount)
-    with _cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {quote(Run._meta.db_table)} SET reserved_usd = reserved_usd + %s "  # noqa: S608
-            "WHERE id = %s AND total_cost_usd + reserved_usd + %s <= budget_usd",
-            [held, run_id_param(anchor), held],
-        )
-        return cursor.rowcount == 1
+    return _ask(
+        f"UPDATE {quote(Run._meta.db_table)} SET reserved_usd = reserved_usd + %s "  # noqa: S608
+        "WHERE id = %s AND total_cost_usd + reserved_usd + %s <= budget_usd",
+        [held, run_id_param(anchor), held],
+        functools.partial(_changed, rows=1),
+    )
 
 
 def return_budget(run_id: str, parent_id: str) -> None:
@@ -359,6 +550,7 @@ def insert(
     update: Sequence[str] = (),
 ) -> None:
     """INSERT rows (dicts of field names), optionally ON CONFLICT (...) DO UPDATE."""
+    connection = connections[DEFAULT_DB_ALIAS]
     if not rows:
         return
     names = tuple(rows[0])
@@ -400,10 +592,11 @@ def _insert_sql(
 
 def append_events(
     trace_id: str, run_id: str, items: list[tuple[str, dict]], now: datetime
-) -> int | None:
-    """Number and insert a trace's events; answer the first number, or None when the trace
-    has no sequence row yet. The sequence row's update holds its lock until commit, so a
-    trace's events commit in the order of their numbers."""
+) -> Later:
+    """Number and insert a trace's events; answer (`Later`) the first number. The trace's
+    sequence row (made on its first events) holds its lock until commit, so a trace's
+    events commit in the order of their numbers."""
+    connection = connections[DEFAULT_DB_ALIAS]
     sequences = quote(TraceSequence._meta.db_table)
     events = quote(RunEvent._meta.db_table)
     trace = prep(TraceSequence, "trace_id", trace_id)
@@ -411,32 +604,30 @@ def append_events(
     run = prep(RunEvent, "run", run_id)
     count = len(items)
     if connection.vendor == "postgresql":
-        # One round trip: take the numbers and insert the rows.
+        # One statement: take the numbers (making the trace's row on its first events) and
+        # insert the rows.
         values = ", ".join(["(%s, %s, %s)"] * count)
         sql = (
-            f"WITH s AS (UPDATE {sequences} SET last_seq = last_seq + %s "  # noqa: S608
-            "WHERE trace_id = %s RETURNING last_seq) "
+            f"WITH s AS (INSERT INTO {sequences} AS q (trace_id, last_seq) "  # noqa: S608
+            "VALUES (%s, %s) ON CONFLICT (trace_id) DO UPDATE "
+            "SET last_seq = q.last_seq + EXCLUDED.last_seq RETURNING last_seq) "
             f"INSERT INTO {events} (trace_id, seq, run_id, type, payload, created_at) "
             f"SELECT %s, s.last_seq - %s + v.n, %s, v.type, v.payload, %s "
             f"FROM s, (VALUES {values}) AS v(n, type, payload) RETURNING seq"
         )
-        params: list[Any] = [count, trace, trace, count, run, created]
+        params: list[Any] = [trace, count, trace, count, run, created]
         for index, (kind, payload) in enumerate(items, start=1):
             params += [index, kind, prep(RunEvent, "payload", payload)]
-        with _cursor() as cursor:
-            cursor.execute(sql, params)
-            numbers = [row[0] for row in cursor.fetchall()]
-        return min(numbers) if numbers else None
+        return _ask(sql, params, _first_number)
     with _cursor() as cursor:
         cursor.execute(
-            f"UPDATE {sequences} SET last_seq = last_seq + %s "  # noqa: S608
-            "WHERE trace_id = %s RETURNING last_seq",
-            [count, trace],
+            f"INSERT INTO {sequences} AS q (trace_id, last_seq) VALUES (%s, %s) "  # noqa: S608
+            "ON CONFLICT (trace_id) DO UPDATE SET last_seq = q.last_seq + EXCLUDED.last_seq "
+            "RETURNING last_seq",
+            [trace, count],
         )
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    first = row[0] - count + 1
+        (last,) = cursor.fetchone()
+    first = last - count + 1
     insert(
         RunEvent,
         [
@@ -451,11 +642,31 @@ def append_events(
             for index, (kind, payload) in enumerate(items)
         ],
     )
-    return first
+    return Later.known(first)
+
+
+def _first_number(cursor: Any) -> int:
+    return min(row[0] for row in cursor.fetchall())
+
+
+def inherit_cancel(parent_id: str, spawn_group: str) -> None:
+    """Mark a spawn group's new children cancelled if their parent's row says it is: the
+    children were inserted with the flag as the spawning worker last read it, in the same
+    transaction, which holds the parent's row locked since its write."""
+    table = quote(Run._meta.db_table)
+    parent = run_id_param(parent_id)
+    with _cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET cancel_requested = TRUE "  # noqa: S608
+            "WHERE parent_id = %s AND spawn_group = %s AND NOT cancel_requested "
+            f"AND EXISTS (SELECT 1 FROM {table} p WHERE p.id = %s AND p.cancel_requested)",
+            [parent, spawn_group, parent],
+        )
 
 
 def lock_status(run_id: str) -> str | None:
     """Lock a run's row until commit (PostgreSQL; SQLite has one writer) and read its status."""
+    connection = connections[DEFAULT_DB_ALIAS]
     table = quote(Run._meta.db_table)
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     with _cursor() as cursor:

@@ -16,12 +16,13 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Avg, Count, Q, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -56,7 +57,6 @@ from runs.models import (
     RunStatus,
     StepRun,
     ToolCall,
-    TraceSequence,
 )
 
 _ZERO = Decimal(0)
@@ -134,6 +134,37 @@ class OrmRunStore:
         self.owner = owner or new_owner()
         # The webhook_url of each root run loaded that has one: its end is POSTed there.
         self._webhooks: dict[str, str] = {}
+        # Inside a transaction sent whole: what to check once the answers are in.
+        self._checks: list[Callable[[], None]] | None = None
+
+    @contextlib.contextmanager
+    def _transaction(self, run: RunView, *, careful: bool = False) -> Iterator[None]:
+        """One transaction of the run's: sent whole, in one round trip, where it can be
+        (`sql.one_trip`); `careful` when it needs answers before it commits or the ORM's
+        row locks (call limits and budgets, the root run's end). A fenced write finding the
+        lease lost raises LeaseLost, and nothing of the transaction is kept."""
+        careful = careful or run.limited or run.budget_anchor is not None
+        checks: list[Callable[[], None]] = []
+        try:
+            with sql.one_trip(careful=careful) as whole:
+                self._checks = checks if whole else None
+                try:
+                    yield
+                finally:
+                    self._checks = None
+        except DatabaseError as exc:
+            if sql.lease_lost(exc):
+                raise LeaseLost(f"run {run.id} is held by another worker") from None
+            raise
+        for check in checks:  # committed: the database checked the lease; read the flags
+            check()
+
+    def _settle(self, check: Callable[[], None]) -> None:
+        """Run `check` once the answers it reads are in: at once, or after the transaction."""
+        if self._checks is None:
+            check()
+        else:
+            self._checks.append(check)
 
     # -- lease ---------------------------------------------------------------------------------
 
@@ -234,7 +265,8 @@ class OrmRunStore:
             fields["started_at"] = run.began_at or now
             run.started, run.began_at = True, run.began_at or now
         # Fenced: only the lease holder writes; a worker that lost the lease stops here.
-        self._seen(run, sql.update_run(run.id, self.owner, fields))
+        written = sql.update_run(run.id, self.owner, fields)
+        self._settle(lambda: self._seen(run, written.value()))
 
     def _write_steps(self, run: RunView, steps: list[StepRecord]) -> None:
         """Insert or update the step records in one statement."""
@@ -280,7 +312,7 @@ class OrmRunStore:
         `reserve_call` counted it already and set `reserved` aside: that is settled now);
         the same statement renews the run's lease, or finds it lost. A call that takes a
         run's cost across its alert threshold raises the alert, once."""
-        answer = sql.add_counters(
+        counted = sql.add_counters(
             run.id,
             run.lineage,
             self.owner,
@@ -292,6 +324,9 @@ class OrmRunStore:
             anchor=run.budget_anchor,
             estimate=reserved,
         )
+        self._settle(lambda: self._counted(run, counted.value()))
+
+    def _counted(self, run: RunView, answer: tuple[bool, list[str]] | None) -> None:
         self._seen(run, None if answer is None else answer[0])
         if answer[1]:
             append_events(
@@ -313,7 +348,7 @@ class OrmRunStore:
             tool_calls=tool_calls,
             anchor=run.budget_anchor,
             estimate=estimate,
-        ):
+        ).value():
             return None
         return self._refusal(run, llm_calls, tool_calls, estimate)
 
@@ -370,7 +405,7 @@ class OrmRunStore:
 
     def save(self, run: RunView, *, steps: list[StepRecord], events: Events) -> None:
         steps, items = self._take_pending(run, steps, events.items)
-        with transaction.atomic():
+        with self._transaction(run):
             # The trace's sequence row first, the runs' rows after: one lock order.
             append_events(run.trace_id, run.id, items)
             self._write_run(run)
@@ -380,7 +415,7 @@ class OrmRunStore:
         self, run: RunView, delay_s: float, *, steps: list[StepRecord], events: Events
     ) -> None:
         steps, items = self._take_pending(run, steps, events.items)
-        with transaction.atomic():
+        with self._transaction(run):
             # The trace's sequence row first, the runs' rows after: one lock order.
             append_events(run.trace_id, run.id, items)
             self._write_run(
@@ -400,13 +435,16 @@ class OrmRunStore:
         rows = []
         now = timezone.now()
         reserve = _ZERO
-        with transaction.atomic():
-            for request in children:
-                entity, version = self._resolved(run.workspace_id, request.entity_ref)
-                child_id = uuid.uuid4()
-                child = pinned_definition(version.pk, entity.pk)
-                left = None
-                limit = lifetime_limit(child)
+        found = [self._resolved(run.workspace_id, r.entity_ref) for r in children]
+        definitions = [pinned_definition(version.pk, entity.pk) for entity, version in found]
+        # An entity's lifetime budget takes its row lock through the ORM: careful then.
+        lifetimes = [lifetime_limit(child) for child in definitions]
+        careful = any(limit is not None for limit in lifetimes)
+        with self._transaction(run, careful=careful):
+            for request, (entity, version), child, limit in zip(
+                children, found, definitions, lifetimes, strict=True
+            ):
+                child_id, left = uuid.uuid4(), None
                 if limit is not None:  # under the entity's row lock until commit
                     left = lifetime_left(entity.pk, limit)
                     if left <= 0:
@@ -454,16 +492,18 @@ class OrmRunStore:
             append_events(run.trace_id, run.id, items)
             # Children with budgets of their own set them aside at this run's anchor (seed
             # 004): all of them or none, so siblings never overspend it together.
-            if reserve and not sql.reserve_budget(run.budget_anchor, reserve):
+            if reserve and not sql.reserve_budget(run.budget_anchor, reserve).value():
                 raise self._no_room_for_children(run, reserve)
             # The run waits now: let go of the lease in the same write, which locks the run's
-            # row and reads its cancel flag: a cancel that came first reaches the new
-            # children; one that comes later finds them (run_cancel locks this row too).
+            # row: a cancel that came first reaches the new children (below); one that comes
+            # later finds them (run_cancel locks this row too).
             self._write_run(run, lease_owner="", lease_expires_at=None)
             run.released = True
             for row in rows:
                 row["cancel_requested"] = run.cancel_requested
             sql.insert(Run, [{**_NEW_RUN, **row} for row in rows])
+            if not run.cancel_requested:  # as far as this worker knows: the row tells
+                sql.inherit_cancel(run.id, group)
             self._write_steps(run, steps)
         return [str(row["id"]) for row in rows]
 
@@ -496,7 +536,8 @@ class OrmRunStore:
     def finish(self, run: RunView, *, steps: list[StepRecord], events: Events) -> str | None:
         now = timezone.now()
         steps, items = self._take_pending(run, steps, events.items)
-        with transaction.atomic():
+        # A root run's end uses the ORM (memory, webhooks): careful.
+        with self._transaction(run, careful=run.parent_id is None):
             # The trace's sequence row first, the runs' rows after: one lock order.
             append_events(run.trace_id, run.id, items)
             self._write_run(
@@ -523,7 +564,8 @@ class OrmRunStore:
                 # nothing to do if it is not waiting any more.
                 return run.parent_id
             # Lock the parent so siblings finishing at the same moment take turns; the last
-            # one sees every sibling finished and wakes the parent.
+            # one sees every sibling finished and wakes the parent. (Sent whole, the
+            # transaction waits here for the answers so far.)
             if sql.lock_status(run.parent_id) != RunStatus.WAITING:
                 return None
             unfinished = sql.group_unfinished(run.parent_id, run.spawn_group, TERMINAL)
@@ -748,7 +790,7 @@ class OrmRunStore:
         reserved: Decimal | None,
     ) -> None:
         cost = to_micros(reply.cost_usd)  # as the cost columns keep it, everywhere alike
-        with transaction.atomic():
+        with self._transaction(run):
             # The trace's sequence row first, the runs' rows after: one lock order.
             append_events(run.trace_id, run.id, items)
             if steps or len(items) > 1:  # the engine buffered changes of the run too
@@ -817,7 +859,7 @@ class OrmRunStore:
             "latency_ms": result.latency_ms if result else 0,
         }
         steps, items = self._take_pending(run, [], [("tool.call", event)])
-        with transaction.atomic():
+        with self._transaction(run):
             # The trace's sequence row first, the runs' rows after: one lock order.
             append_events(run.trace_id, run.id, items)
             if steps or len(items) > 1:  # the engine buffered changes of the run too
@@ -1137,16 +1179,18 @@ def append_events(trace_id: str, run_id: str, items: list[tuple[str, dict]]) -> 
     """Append events with the trace's next sequence numbers; send them after commit."""
     if not items:
         return
-    now = timezone.now()
-    first = sql.append_events(trace_id, run_id, items, now)
-    if first is None:  # the trace's first events
-        TraceSequence.objects.get_or_create(trace_id=trace_id)
-        first = sql.append_events(trace_id, run_id, items, now)
-    messages = [
-        {"seq": first + i, "run_id": str(run_id), "type": kind, "payload": payload}
-        for i, (kind, payload) in enumerate(items)
-    ]
-    transaction.on_commit(lambda: _broadcast(str(trace_id), messages))
+    first = sql.append_events(trace_id, run_id, items, timezone.now())
+
+    def sent() -> None:  # the numbers are in by then, even from a pipeline
+        _broadcast(
+            str(trace_id),
+            [
+                {"seq": first.value() + i, "run_id": str(run_id), "type": kind, "payload": payload}
+                for i, (kind, payload) in enumerate(items)
+            ],
+        )
+
+    sql.on_commit(sent)
 
 
 def broadcast(group: str, message: dict) -> None:
@@ -1158,10 +1202,42 @@ def broadcast(group: str, message: dict) -> None:
     asyncio.run_coroutine_threadsafe(_send(layer, group, message), loop)
 
 
+# Events waiting for the sender's loop, by trace: the commits of a busy run come faster than
+# one message each is worth (waking the loop, a group_send, every socket's write), so what
+# arrives while a send is pending joins it, one message per trace.
+_WAITING: dict[str, list[dict]] = {}
+_WAITING_LOCK = threading.Lock()
+_ARMED = [0.0]  # when the pending send was asked for (monotonic seconds)
+GATHER_SECONDS = 0.02  # how long a send waits for more of the same burst
+
+
 def _broadcast(trace_id: str, events: list[dict]) -> None:
     """Hand the events to the channel layer without waiting: delivery is at most once, and a
     reader that misses one re-reads the trace from the database after its last number."""
-    broadcast(f"trace_{trace_id}", {"type": "run.events", "events": events})
+    sender = _sender()
+    if sender is None:
+        return
+    now = time.monotonic()
+    with _WAITING_LOCK:
+        # A send is on its way and takes these too, unless its loop has gone (closed) since.
+        pending = bool(_WAITING) and now - _ARMED[0] < 1.0
+        _WAITING.setdefault(trace_id, []).extend(events)
+        if not pending:
+            _ARMED[0] = now
+    if not pending:
+        loop, layer = sender
+        with contextlib.suppress(RuntimeError):  # a loop closed meanwhile: the next one sends
+            loop.call_soon_threadsafe(loop.call_later, GATHER_SECONDS, _send_waiting, layer)
+
+
+def _send_waiting(layer: Any) -> None:
+    """On the sender's loop: one message per trace with every event waiting for it."""
+    with _WAITING_LOCK:
+        waiting = dict(_WAITING)
+        _WAITING.clear()
+    for trace_id, events in waiting.items():
+        message = {"type": "run.events", "events": events}
+        asyncio.ensure_future(_send(layer, f"trace_{trace_id}", message))
 
 
 _SERVER_LOOP: asyncio.AbstractEventLoop | None = None

@@ -14,9 +14,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
 
-import jsonschema
-
-from runs.engine import hitl, loop, planning, retry, review, transforms
+from runs.engine import hitl, loop, planning, retry, review, schemas, transforms
 from runs.engine import plan as plans
 from runs.engine.ports import (
     INTERNAL_ERROR,
@@ -964,13 +962,12 @@ class Engine:
             request = replace(request, messages=({"role": "system", "content": NOT_LOGGED},))
         if self._pii_mode(run) == "ALLOW":
             return request, reply
-        request = replace(request, messages=tuple(self._protect(run, list(request.messages))))
-        reply = replace(
-            reply,
-            content=self._protect(run, reply.content),
-            parsed=self._protect(run, reply.parsed),
-            tool_arguments=self._protect(run, reply.tool_arguments),
+        # One pass over the four values: each is scanned as it would be on its own.
+        messages, content, parsed, tool_arguments = self._protect(
+            run, (list(request.messages), reply.content, reply.parsed, reply.tool_arguments)
         )
+        request = replace(request, messages=tuple(messages))
+        reply = replace(reply, content=content, parsed=parsed, tool_arguments=tool_arguments)
         return request, reply
 
     def _estimate(self, request: ModelRequest) -> Decimal:
@@ -1992,7 +1989,11 @@ class _RecordingModel:
 
 
 def schema_problems(schema: dict, value: Any) -> list[str]:
-    validator = jsonschema.Draft202012Validator(schema)
+    """What `value` breaks of `schema`, a part of a pinned definition."""
+    quick = schemas.quick_check(schema)
+    if quick is not None and quick(value):
+        return []
+    validator = schemas.validator(schema)
     problems = []
     for error in sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.path))):
         where = ".".join(str(p) for p in error.absolute_path) or "(input)"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from runs.engine import pinned
+
 REASONING = {
     "REACT": "Think step by step and act iteratively: reason, decide the next action, observe.",
     "CHAIN_OF_THOUGHT": "Work through the problem step by step before giving the answer.",
@@ -15,9 +17,16 @@ REASONING = {
 
 
 def system_prompt(definition: dict) -> str:
-    persona = definition["identity"].get("persona") or {}
-    parts = [persona.get("system_prompt") or f"You are {definition['identity']['name']}."]
-    description = definition["identity"].get("description")
+    """The persona, task, rules and examples of the definition's identity section, composed
+    once per (pinned) identity section."""
+    identity = definition["identity"]
+    return pinned.derived(identity, "system_prompt", lambda: _system_prompt(identity))
+
+
+def _system_prompt(identity: dict) -> str:
+    persona = identity.get("persona") or {}
+    parts = [persona.get("system_prompt") or f"You are {identity['name']}."]
+    description = identity.get("description")
     if description:
         parts.append(f"Your task: {description}")
     constraints = [

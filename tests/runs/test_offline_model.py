@@ -192,6 +192,94 @@ def test_the_prices_come_from_settings(gateway, settings):
     )
 
 
+@pytest.mark.parametrize(
+    ("fields", "optional"),
+    [
+        ({}, {}),
+        (
+            {"response_schema": EXTRACTION},
+            {"response_format": {"type": "json_schema", "json_schema": {"schema": EXTRACTION}}},
+        ),
+        (
+            {"tools": (PARSE_TOOL,), "tool_choice": PARSE_TOOL["name"]},
+            {"tools": [{"type": "function", "function": PARSE_TOOL}]},
+        ),
+    ],
+    ids=["text", "schema", "tool"],
+)
+def test_its_answer_carries_the_cost_litellm_would_price(gateway, settings, fields, optional):
+    settings.HIERARCH_OFFLINE_MODEL = {
+        "PRICE_PER_1K_INPUT_TOKENS": 0.7,
+        "PRICE_PER_1K_OUTPUT_TOKENS": 2.1,
+    }
+    reply = gateway.complete(offline(**fields))  # enters the price in litellm's map
+    litellm = litellm_module()
+    from runs.offline import answer
+
+    response = answer("offline", list(MESSAGES), optional)
+    assert response.usage.prompt_tokens == reply.prompt_tokens
+    stamped = response._hidden_params["response_cost"]
+    assert stamped == litellm.completion_cost(completion_response=response)
+    assert stamped == pytest.approx(float(reply.cost_usd), rel=1e-12)
+    # litellm takes the cost on the answer as it is.
+    through = litellm.completion(model="local/offline", messages=list(MESSAGES), **optional)
+    assert through._hidden_params["response_cost"] == stamped
+
+
+def test_a_model_missing_from_the_price_map_or_priced_in_tiers_is_left_to_litellm():
+    litellm = litellm_module()
+    from runs.offline import answer
+
+    unpriced = answer("not-in-any-price-map", list(MESSAGES), {})
+    assert "response_cost" not in unpriced._hidden_params
+    litellm.register_model(
+        {
+            "local/tiered-offline": {
+                "input_cost_per_token": 1e-6,
+                "output_cost_per_token": 2e-6,
+                "input_cost_per_token_above_200k_tokens": 2e-6,
+                "litellm_provider": "local",
+                "mode": "chat",
+            }
+        }
+    )
+    assert "response_cost" not in answer("tiered-offline", list(MESSAGES), {})._hidden_params
+    response = litellm.completion(model="local/tiered-offline", messages=list(MESSAGES))
+    assert response._hidden_params["response_cost"] == pytest.approx(
+        response.usage.prompt_tokens * 1e-6 + response.usage.completion_tokens * 2e-6
+    )
+
+
+@pytest.mark.parametrize("model", ["offline", "gpt-4o-mini", "claude-3-5-sonnet"])
+def test_it_counts_prompts_as_litellm_does_for_any_message_shape(model):
+    litellm = litellm_module()
+    from runs.offline import prompt_token_count
+
+    long = "Describe the role in detail, with every duty and benefit. " * 400  # many chunks
+    shapes = [
+        list(MESSAGES),
+        [{"role": "user", "content": long}, {"role": "assistant", "content": ""}],
+        [{"role": "system", "content": long * 3}, {"role": "user", "content": "Go."}],  # not kept
+        [{"role": "developer", "content": "héllo wörld 日本語 <|endoftext|> 🚀"}],
+        [],
+        [{"role": "user", "content": "Hi", "name": "bob"}],
+        [{"role": "user", "content": [{"type": "text", "text": "Hi there"}]}],
+        [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+            }
+        ],
+    ]
+    for messages in shapes:
+        assert prompt_token_count(model, messages) == litellm.token_counter(
+            model=model, messages=messages
+        ), messages
+
+
 def test_a_token_limit_cuts_a_text_answer_like_a_real_model(gateway):
     reply = gateway.complete(offline(max_tokens=5))
     assert reply.completion_tokens <= 5

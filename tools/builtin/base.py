@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from entities.definition import humanize
+from runs.engine import pinned, schemas
 from runs.engine.ports import VALIDATION_ERROR, ToolError
 
 if TYPE_CHECKING:
@@ -72,7 +73,9 @@ def validator_for(schema: dict[str, Any]) -> Any:
 
     Raises SchemaError when `schema` is not a valid JSON Schema.
     """
-    return _validator(_Frozen(schema))
+    # A tool's schema is a part of a pinned definition or an adapter's constant, never
+    # changed in place: the same object finds its validator without being serialized again.
+    return pinned.derived(schema, "tool validator", lambda: _validator(_Frozen(schema)))
 
 
 def check_arguments(schema: dict[str, Any], arguments: Any, *, tool_id: str) -> None:
@@ -85,6 +88,9 @@ def check_arguments(schema: dict[str, Any], arguments: Any, *, tool_id: str) -> 
             permanent=True,
             code=VALIDATION_ERROR,
         ) from None
+    quick = schemas.quick_check(schema)
+    if quick is not None and quick(arguments):
+        return  # valid for sure; jsonschema only for what may break it, and its messages
     errors = sorted(validator.iter_errors(arguments), key=lambda e: list(map(str, e.path)))
     if errors:
         problems = [str(p) for error in errors for p in humanize(error, ("arguments",))]
