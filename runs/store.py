@@ -1202,12 +1202,14 @@ def broadcast(group: str, message: dict) -> None:
     asyncio.run_coroutine_threadsafe(_send(layer, group, message), loop)
 
 
-# Events waiting for the sender's loop, by trace: the commits of a busy run come faster than
+# Events waiting for a sender's loop, by trace: the commits of a busy run come faster than
 # one message each is worth (waking the loop, a group_send, every socket's write), so what
-# arrives while a send is pending joins it, one message per trace.
-_WAITING: dict[str, list[dict]] = {}
+# arrives while a send is pending joins it, one message per trace. Kept per sender: events
+# for the server's loop must never join a send pending on the process's own sender loop
+# (the in-memory layer wakes a consumer only from the consumer's loop).
+_WAITING: dict[asyncio.AbstractEventLoop, dict[str, list[dict]]] = {}
+_ARMED: dict[asyncio.AbstractEventLoop, float] = {}  # when each loop's send was asked for
 _WAITING_LOCK = threading.Lock()
-_ARMED = [0.0]  # when the pending send was asked for (monotonic seconds)
 GATHER_SECONDS = 0.02  # how long a send waits for more of the same burst
 
 
@@ -1217,24 +1219,28 @@ def _broadcast(trace_id: str, events: list[dict]) -> None:
     sender = _sender()
     if sender is None:
         return
+    loop, layer = sender
     now = time.monotonic()
     with _WAITING_LOCK:
+        waiting = _WAITING.setdefault(loop, {})
         # A send is on its way and takes these too, unless its loop has gone (closed) since.
-        pending = bool(_WAITING) and now - _ARMED[0] < 1.0
-        _WAITING.setdefault(trace_id, []).extend(events)
+        pending = bool(waiting) and now - _ARMED.get(loop, 0.0) < 1.0
+        waiting.setdefault(trace_id, []).extend(events)
         if not pending:
-            _ARMED[0] = now
+            _ARMED[loop] = now
+        for gone in [other for other in _WAITING if other.is_closed()]:
+            del _WAITING[gone]
+            _ARMED.pop(gone, None)
     if not pending:
-        loop, layer = sender
         with contextlib.suppress(RuntimeError):  # a loop closed meanwhile: the next one sends
             loop.call_soon_threadsafe(loop.call_later, GATHER_SECONDS, _send_waiting, layer)
 
 
 def _send_waiting(layer: Any) -> None:
     """On the sender's loop: one message per trace with every event waiting for it."""
+    loop = asyncio.get_running_loop()
     with _WAITING_LOCK:
-        waiting = dict(_WAITING)
-        _WAITING.clear()
+        waiting = _WAITING.pop(loop, {})
     for trace_id, events in waiting.items():
         message = {"type": "run.events", "events": events}
         asyncio.ensure_future(_send(layer, f"trace_{trace_id}", message))
