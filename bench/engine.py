@@ -17,8 +17,10 @@ With --governed the tree runs under a budget and call limits (seed 000 §3.7, ne
 so the difference to a run without shows what checking them costs per node.
 
 Prints a summary, or one JSON line with --json: nodes, wall_s, per_node_ms,
-round_trips_per_node (sync only: exchanges with the database, each waited for), rows_per_node
-and peak_rss_mb.
+queries_per_node and round_trips_per_node (sync only, where they are counted in this process:
+statements sent, BEGIN and COMMIT included, and the exchanges with the database the worker
+waited for), cpu_ms_per_node (sync only), rows_per_node, peak_rss_mb (this process) and
+worker_peak_rss_mb (celery).
 """
 
 from __future__ import annotations
@@ -145,7 +147,7 @@ def rows_in_trace(trace_id: uuid.UUID) -> int:
 
 
 IDLE = TransactionStatus.IDLE
-ADVANCES: dict[str, float] = {}  # round trips per advance of an action / a composite run
+COUNTED: dict[str, int] = {}  # round trips and queries over the run (sync only)
 CPU: dict[str, float] = {}  # this process's CPU time over the run (sync only)
 
 
@@ -162,73 +164,109 @@ def run_sync(root: Entity) -> tuple[Run, int, float]:
         model=LiteLLMGateway(),
         tools=RegistryToolRunner(),
         enqueue=queue.append,
+        handoff_s=settings.HIERARCH_ENGINE["HANDOFF_SECONDS"],
     )
     from runs.gateway import litellm_module
 
     litellm_module()  # imported lazily; not part of the measurement
+    # litellm imports more on its first call (its provider and logging modules, about 0.5 s):
+    # a worker pays that once, so one call of an action's shape goes before the clock.
+    from runs.engine.ports import ModelRequest
+
+    engine.model.complete(
+        ModelRequest(
+            provider="local",
+            model="offline",
+            messages=({"role": "user", "content": "warm up"},),
+            tools=(TOOL["function_schema"],),
+            tool_choice=TOOL["function_schema"]["name"],
+            purpose="TOOL_ARGUMENTS",
+        )
+    )
     from governance import safety
 
     safety.scan("warm up: +44 20 7946 0958", ["PII"])  # the PII scanner's data, loaded once
     # Round trips: each exchange with the database the engine waits for. A statement, a BEGIN
     # and a COMMIT each, except in a pipeline (PostgreSQL), where statements are only queued
-    # and the wait comes once, when the pipeline syncs or its answers are fetched. (The debug
-    # cursor would count statements too, but formats every one of them, which skews timing.)
-    counted = [0]
+    # and the wait comes once, when the pipeline syncs or its answers are fetched. Queries:
+    # every statement sent, BEGIN and COMMIT included. Counted under psycopg's cursors (a
+    # Django execute wrapper would put the engine's statements through Django's cursor
+    # wrapper, runs/sql.py, and measure that instead), and under Django's on SQLite.
+    counted = {"round_trips": 0, "queries": 0}
     connection.ensure_connection()
     raw = connection.connection if connection.vendor == "postgresql" else None
+    restore: list = []
 
-    def count(execute, sql, params, many, context):  # noqa: ANN001
-        if raw is None:
-            counted[0] += 1
-        elif raw._pipeline is None:
-            counted[0] += 1
-            if not raw.autocommit and raw.pgconn.transaction_status == IDLE:
-                counted[0] += 1  # psycopg sends the BEGIN first
-        return execute(sql, params, many, context)
+    def count_statement(in_pipeline: bool, implicit_begin: bool) -> None:
+        counted["queries"] += 1 + implicit_begin
+        if not in_pipeline:
+            counted["round_trips"] += 1 + implicit_begin
 
+    if raw is None:
+
+        def count(execute, sql, params, many, context):  # noqa: ANN001
+            count_statement(False, False)
+            return execute(sql, params, many, context)
+
+        wrapper = connection.execute_wrapper(count)
+        wrapper.__enter__()
+        restore.append(lambda: wrapper.__exit__(None, None, None))
+    else:
+        cursor_execute = psycopg.Cursor.execute
+
+        def counting_execute(self, query, params=None, **kwargs):  # noqa: ANN001, ANN202
+            if self._conn is raw:
+                idle = not raw.autocommit and raw.pgconn.transaction_status == IDLE
+                count_statement(raw._pipeline is not None, idle and raw._pipeline is None)
+            return cursor_execute(self, query, params, **kwargs)
+
+        psycopg.Cursor.execute = counting_execute
+        restore.append(lambda: setattr(psycopg.Cursor, "execute", cursor_execute))
+        exec_command = psycopg.Connection._exec_command
+
+        def counting_command(self, command, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            if self is raw:
+                counted["queries"] += 1  # BEGIN or COMMIT, queued in a pipeline
+            return exec_command(self, command, *args, **kwargs)
+
+        psycopg.Connection._exec_command = counting_command
+        restore.append(lambda: setattr(psycopg.Connection, "_exec_command", exec_command))
+        pipelines = psycopg._pipeline_base.BasePipeline
+        sync_gen, fetch_gen = pipelines._sync_gen, pipelines._fetch_gen
+
+        def counting_sync_gen(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            counted["round_trips"] += 1
+            return sync_gen(self, *args, **kwargs)
+
+        def counting_fetch_gen(self, *, flush):  # noqa: ANN001, ANN202
+            counted["round_trips"] += 1 if flush else 0  # an exit, or answers fetched early
+            return fetch_gen(self, flush=flush)
+
+        pipelines._sync_gen, pipelines._fetch_gen = counting_sync_gen, counting_fetch_gen
+        restore.append(lambda: setattr(pipelines, "_sync_gen", sync_gen))
+        restore.append(lambda: setattr(pipelines, "_fetch_gen", fetch_gen))
     commit = connection.commit
 
     def counting_commit() -> None:
-        counted[0] += 1 if raw is not None else 2  # SQLite: its BEGIN counted here too
+        counted["round_trips"] += 1 if raw is not None else 2  # SQLite: its BEGIN here too
+        counted["queries"] += 1 if raw is not None else 2
         commit()
 
     connection.commit = counting_commit
-    pipelines = psycopg._pipeline_base.BasePipeline
-    sync_gen, fetch_gen = pipelines._sync_gen, pipelines._fetch_gen
-
-    def counting_sync_gen(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        counted[0] += 1
-        return sync_gen(self, *args, **kwargs)
-
-    def counting_fetch_gen(self, *, flush):  # noqa: ANN001, ANN202
-        counted[0] += 1 if flush else 0  # an exit, or answers fetched inside the pipeline
-        return fetch_gen(self, flush=flush)
-
-    pipelines._sync_gen, pipelines._fetch_gen = counting_sync_gen, counting_fetch_gen
-    per_advance: list[tuple[str, int]] = []
+    restore.append(lambda: delattr(connection, "commit"))
     CPU["before"] = time.process_time()
     started = time.perf_counter()
     try:
-        with connection.execute_wrapper(count):
-            run = run_start(entity=root, input_data={})
-            queue.append(str(run.pk))
-            while queue:
-                run_id, before = queue.pop(0), counted[0]
-                engine.advance(run_id)
-                per_advance.append((run_id, counted[0] - before))
+        run = run_start(entity=root, input_data={})
+        queue.append(str(run.pk))
+        while queue:
+            engine.advance(queue.pop(0))
     finally:
-        del connection.commit
-        pipelines._sync_gen, pipelines._fetch_gen = sync_gen, fetch_gen
+        for undo in restore:
+            undo()
     CPU["spent"] = time.process_time() - CPU.pop("before")
-    queries = counted[0]
-    # Round trips per advance, by the kind of run advanced (read after the clock stopped).
-    kinds = dict(Run.objects.filter(trace_id=run.trace_id).values_list("pk", "entity__type"))
-    by_kind: dict[str, list[int]] = {}
-    for run_id, spent in per_advance:
-        kind = "action" if kinds[uuid.UUID(run_id)] == "ACTION" else "composite"
-        by_kind.setdefault(kind, []).append(spent)
-    ADVANCES.update({kind: round(sum(v) / len(v), 1) for kind, v in sorted(by_kind.items())})
-    return Run.objects.get(pk=run.pk), queries, time.perf_counter() - started
+    COUNTED.update(counted)
+    return Run.objects.get(pk=run.pk), counted["round_trips"], time.perf_counter() - started
 
 
 def run_waiting(root: Entity, timeout: float = 3600) -> Run:
@@ -330,8 +368,10 @@ def main() -> None:
         "nodes": nodes,
         "wall_s": round(wall, 3),
         "per_node_ms": round(wall * 1000 / nodes, 3),
+        # Sync only (counted in this process): statements sent, BEGIN and COMMIT included,
+        # and the round trips they took (statements in a pipeline share one).
+        "queries_per_node": round(COUNTED["queries"] / nodes, 1) if COUNTED else None,
         "round_trips_per_node": round(queries / nodes, 1) if queries is not None else None,
-        "round_trips_per_advance": ADVANCES or None,
         # The engine's own work (Python), apart from waiting on the database: sync only.
         "cpu_ms_per_node": round(CPU["spent"] * 1000 / nodes, 3) if CPU else None,
         "rows_per_node": round(rows_in_trace(run.trace_id) / nodes, 1),
@@ -348,8 +388,9 @@ def main() -> None:
         )
         if queries is not None:
             print(
-                f"  {figures['round_trips_per_node']} round trips per node; per advance of an "
-                f"action {ADVANCES.get('action')}, of a composite {ADVANCES.get('composite')}"
+                f"  {figures['queries_per_node']} queries and "
+                f"{figures['round_trips_per_node']} round trips per node, "
+                f"{figures['cpu_ms_per_node']} ms CPU per node"
             )
         print(f"  {figures['rows_per_node']} rows per node, peak RSS {figures['peak_rss_mb']} MB")
         if figures["worker_peak_rss_mb"] is not None:

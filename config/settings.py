@@ -203,6 +203,10 @@ HIERARCH_ENGINE = {
     # The most passes any loop makes, whatever its max_iterations (null included) says.
     "MAX_PASSES": env_int("HIERARCH_MAX_PASSES", 25),
     "INLINE_WORKERS": env_int("HIERARCH_INLINE_WORKERS", 4),
+    # A worker goes on itself with the first child it starts and the parent it wakes (their
+    # leases taken in the same commits, no hint and no claim) for up to this long, then
+    # hands the next one to any worker. 0 turns it off: every run goes through the queue.
+    "HANDOFF_SECONDS": env_float("HIERARCH_HANDOFF_SECONDS", 1.0),
     # PostgreSQL: the engine's per-step statements are prepared once per connection. Turn it
     # off behind a connection pooler in transaction mode that cannot keep prepared statements.
     "PREPARE_STATEMENTS": env_bool("HIERARCH_PREPARE_STATEMENTS", True),

@@ -31,4 +31,5 @@ def engine() -> Engine:
         enqueue_later=enqueue_at,
         hard_cap=settings.HIERARCH_ENGINE["MAX_PASSES"],
         cipher=PiiCipher(),
+        handoff_s=settings.HIERARCH_ENGINE["HANDOFF_SECONDS"],
     )

@@ -31,23 +31,30 @@ from runs.models import Run, RunEvent, TraceSequence
 
 
 @contextlib.contextmanager
-def _cursor() -> Iterator[Any]:
-    """A cursor for these statements, closed after the block (see `_open_cursor`)."""
-    cursor = _open_cursor()
+def _cursor(connection: Any = None) -> Iterator[Any]:
+    """A cursor for these statements, closed after the block (see `_open_cursor`); errors
+    in the block are Django's."""
+    connection = connection or connections[DEFAULT_DB_ALIAS]
+    cursor = _open_cursor(connection)
     try:
-        yield cursor
+        with connection.wrap_database_errors:
+            yield cursor
     finally:
         cursor.close()
 
 
-def _open_cursor() -> Any:
+def _open_cursor(connection: Any) -> Any:
     """A cursor for these statements. On PostgreSQL it binds parameters on the server and
     prepares each statement on first use (one plan per connection and statement text):
     planning a statement on the run table costs more than running it. Django's own cursors
     bind on the client and never prepare, so connection poolers keep working for the rest;
-    these run inside the worker's own connection. The cursor is Django's wrapper around it,
-    so errors map to Django's and execute wrappers see each statement."""
-    connection = connections[DEFAULT_DB_ALIAS]
+    these run inside the worker's own connection.
+
+    While Django logs statements (DEBUG, a test capturing queries) or someone wrapped them
+    (`connection.execute_wrapper`: tracing, counting), the cursor is Django's wrapper around
+    it, so these statements are logged and wrapped like any other. Else it is psycopg's own
+    (Django's wrapper costs more than the statement's own Python); the callers turn its
+    errors into Django's (`_cursor`, `_ask`, `one_trip`)."""
     if connection.vendor != "postgresql" or not settings.HIERARCH_ENGINE.get(
         "PREPARE_STATEMENTS", True
     ):
@@ -58,7 +65,10 @@ def _open_cursor() -> Any:
         # Django turns preparing off; let these statements (prepare=True) prepare, and
         # nothing else: Django's client-binding cursors never prepare.
         raw.prepare_threshold = _ONLY_WHEN_ASKED
-    return connection._prepare_cursor(_PreparingCursor(raw))
+    if connection.queries_logged or connection.execute_wrappers:
+        return connection._prepare_cursor(_PreparingCursor(raw))
+    connection.validate_no_broken_transaction()  # as Django's wrapper would
+    return _PreparingCursor(raw)
 
 
 _ONLY_WHEN_ASKED = 2**31 - 1
@@ -191,8 +201,8 @@ class Later:
         return later
 
     def value(self) -> Any:
-        connection = connections[DEFAULT_DB_ALIAS]
         if self._value is Later._UNREAD:
+            connection = connections[DEFAULT_DB_ALIAS]
             try:
                 with connection.wrap_database_errors:
                     pipeline = getattr(_batching, "pipeline", None)
@@ -207,29 +217,129 @@ class Later:
 def _ask(sql: str, params: list[Any], read: Callable[[Any], Any]) -> Later:
     """Execute a statement whose answer `read` takes from the cursor: at once, or after the
     pipeline's round trip inside `one_trip`."""
-    cursor = _open_cursor()
+    connection = connections[DEFAULT_DB_ALIAS]
+    cursor = _open_cursor(connection)
     try:
-        cursor.execute(sql, params)
-        if not getattr(_batching, "active", False):
-            try:
-                return Later.known(read(cursor))
-            finally:
-                cursor.close()
+        with connection.wrap_database_errors:
+            cursor.execute(sql, params)
+            if not getattr(_batching, "active", False):
+                try:
+                    return Later.known(read(cursor))
+                finally:
+                    cursor.close()
     except BaseException:
         cursor.close()
         raise
     return Later(cursor, read)  # closed once read
 
 
+@functools.cache
 def quote(name: str) -> str:
-    connection = connections[DEFAULT_DB_ALIAS]
-    return connection.ops.quote_name(name)
+    return connections[DEFAULT_DB_ALIAS].ops.quote_name(name)
 
 
 def prep(model: type[models.Model], name: str, value: Any) -> Any:
     """A value as the model's field sends it to this connection's database."""
-    connection = connections[DEFAULT_DB_ALIAS]
-    return model._meta.get_field(name).get_db_prep_save(value, connection)
+    return preparer(model, name)(value)
+
+
+def preparer(model: type[models.Model], name: str) -> Callable[[Any], Any]:
+    """`prep` for one field: the field's `get_db_prep_save` on this connection."""
+    return _preparer(_vendor(), model, name)
+
+
+@functools.cache
+def _vendor() -> str:
+    return connections[DEFAULT_DB_ALIAS].vendor
+
+
+@functools.cache
+def _preparer(vendor: str, model: type[models.Model], name: str) -> Callable[[Any], Any]:
+    """On PostgreSQL, the values these statements send (str, int, bool, Decimal, aware
+    datetime, UUID or its text, JSON) are prepared as `get_db_prep_save` prepares them,
+    without its several calls per value (a step sends a hundred values); any other value
+    goes through the field itself. tests/runs/test_sql_prep.py holds the two to the same
+    answers for every field these statements write."""
+    field = model._meta.get_field(name)
+
+    def slow(value: Any) -> Any:
+        return field.get_db_prep_save(value, connections[DEFAULT_DB_ALIAS])
+
+    if vendor != "postgresql":
+        return slow
+    target = field.target_field if field.is_relation else field
+    kind = target.get_internal_type()
+    if kind in ("CharField", "TextField") and not field.is_relation:
+
+        def fast(value: Any) -> Any:
+            return value if value is None or type(value) is str else slow(value)
+
+    elif kind in _int_types():
+        wrap = _int_types()[kind]
+
+        def fast(value: Any) -> Any:
+            if type(value) is int:
+                return wrap(value)
+            return None if value is None else slow(value)
+
+    elif kind in ("AutoField", "BigAutoField", "SmallAutoField"):
+
+        def fast(value: Any) -> Any:
+            if type(value) is int:
+                return value  # an auto key is sent as it is (validate_autopk_value)
+            return None if value is None else slow(value)
+
+    elif kind == "BooleanField":
+
+        def fast(value: Any) -> Any:
+            return value if type(value) is bool else slow(value)
+
+    elif kind == "DecimalField":
+
+        def fast(value: Any) -> Any:
+            return value if type(value) is Decimal and value.is_finite() else slow(value)
+
+    elif kind == "DateTimeField":
+
+        def fast(value: Any) -> Any:
+            if type(value) is datetime and value.tzinfo is not None:
+                return value
+            return slow(value)
+
+    elif kind == "UUIDField":
+
+        def fast(value: Any) -> Any:
+            if type(value) is uuid.UUID:
+                return value
+            if type(value) is str and value:
+                with contextlib.suppress(ValueError):
+                    return uuid.UUID(value)
+            return None if value is None else slow(value)
+
+    elif kind == "JSONField":
+        from django.db.backends.postgresql.operations import get_json_dumps
+        from django.db.backends.postgresql.psycopg_any import Jsonb
+
+        dumps = get_json_dumps(field.encoder)
+
+        def fast(value: Any) -> Any:
+            if value is None:
+                return None
+            if isinstance(value, models.Expression):
+                return slow(value)
+            return Jsonb(value, dumps=dumps)
+
+    else:
+        return slow
+    return fast
+
+
+@functools.cache
+def _int_types() -> dict[str, Any]:
+    """How Django's PostgreSQL backend wraps each integer field's values (psycopg 3)."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    return dict(getattr(DatabaseOperations, "integerfield_type_map", {}))
 
 
 def run_id_param(value: Any) -> Any:
@@ -301,9 +411,9 @@ def claim(
     terminal: Iterable[str],
     asleep: Iterable[str],
     names: tuple[str, ...],
-) -> dict[str, Any] | None:
-    """Take the run's lease in one statement and read it back; None when the run is finished,
-    asleep (unless a cancel waits), leased by another owner, or due later.
+) -> Later:
+    """Take the run's lease in one statement and read it back (`Later`); None when the run is
+    finished, asleep (unless a cancel waits), leased by another owner, or due later.
 
     `resumed` records whether the lease was still held by someone (a worker that died
     mid-advance): SET reads the row as it was before the statement."""
@@ -333,9 +443,11 @@ def claim(
         owner,
         moment,
     ]
-    with _cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
+    return _ask(sql, params, functools.partial(_claimed, names=names))
+
+
+def _claimed(cursor: Any, *, names: tuple[str, ...]) -> dict[str, Any] | None:
+    row = cursor.fetchone()
     if row is None:
         return None
     found = _read(Run, names, row[:-1])
@@ -349,7 +461,12 @@ def update_run(run_id: str, owner: str, values: dict[str, Any]) -> Later:
     connection = connections[DEFAULT_DB_ALIAS]
     names = tuple(values)
     sql = _update_sql(connection.vendor, names)
-    params = [*(prep(Run, n, values[n]) for n in names), run_id_param(run_id), owner]
+    preps = _preparers(connection.vendor, Run, names)
+    params = [
+        *(prepare(values[n]) for n, prepare in zip(names, preps, strict=True)),
+        run_id_param(run_id),
+        owner,
+    ]
     if connection.vendor == "postgresql":
         params.append(str(run_id))
     return _ask(sql, params, _cancel_flag)
@@ -550,19 +667,24 @@ def insert(
     update: Sequence[str] = (),
 ) -> None:
     """INSERT rows (dicts of field names), optionally ON CONFLICT (...) DO UPDATE."""
-    connection = connections[DEFAULT_DB_ALIAS]
     if not rows:
         return
+    connection = connections[DEFAULT_DB_ALIAS]
     names = tuple(rows[0])
-    fields = [model._meta.get_field(name) for name in names]
+    preps = _preparers(connection.vendor, model, names)
     sql = _insert_sql(connection.vendor, model, names, len(rows), tuple(conflict), tuple(update))
     params = [
-        field.get_db_prep_save(row[name], connection)
-        for row in rows
-        for name, field in zip(names, fields, strict=True)
+        prepare(row[name]) for row in rows for name, prepare in zip(names, preps, strict=True)
     ]
-    with _cursor() as cursor:
+    with _cursor(connection) as cursor:
         cursor.execute(sql, params)
+
+
+@functools.cache
+def _preparers(
+    vendor: str, model: type[models.Model], names: tuple[str, ...]
+) -> tuple[Callable[[Any], Any], ...]:
+    return tuple(_preparer(vendor, model, name) for name in names)
 
 
 @functools.lru_cache(maxsize=256)

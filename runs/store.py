@@ -121,6 +121,10 @@ def lease_seconds() -> int:
     return settings.HIERARCH_ENGINE["LEASE_SECONDS"]
 
 
+def lease_time() -> timedelta:
+    return timedelta(seconds=settings.HIERARCH_ENGINE["LEASE_SECONDS"])
+
+
 def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
 
@@ -136,6 +140,10 @@ class OrmRunStore:
         self._webhooks: dict[str, str] = {}
         # Inside a transaction sent whole: what to check once the answers are in.
         self._checks: list[Callable[[], None]] | None = None
+        # Runs this worker holds the lease of and goes on with (`adopt`), ready for `load`.
+        self._taken: dict[str, RunView] = {}
+        # The outcome of an only child this worker ended, for its parent's join.
+        self._outcomes: dict[tuple[str, str], ChildOutcome] = {}
 
     @contextlib.contextmanager
     def _transaction(self, run: RunView, *, careful: bool = False) -> Iterator[None]:
@@ -169,9 +177,21 @@ class OrmRunStore:
     # -- lease ---------------------------------------------------------------------------------
 
     def load(self, run_id: str) -> RunView | None:
-        self.__dict__.pop("_children", None)  # child resolutions hold for one advance only
+        view = self._taken.pop(run_id, None)
+        if view is None:
+            # Child resolutions hold for one advance only (a run this worker went on with
+            # itself is part of the same advance, a second or so at most).
+            self.__dict__.pop("_children", None)
+            row = self._claim(run_id).value()
+            if row is None:
+                return None
+            view = self._view(row)
+        _Heartbeat.start(view, self.owner)
+        return view
+
+    def _claim(self, run_id: str) -> sql.Later:
         now = timezone.now()
-        row = sql.claim(
+        return sql.claim(
             run_id,
             self.owner,
             now,
@@ -180,11 +200,19 @@ class OrmRunStore:
             asleep=_ASLEEP,
             names=_VIEW_FIELDS,
         )
-        if row is None:
-            return None
+
+    def taken(self, run_id: str) -> bool:
+        return run_id in self._taken
+
+    def let_go(self, run_id: str) -> None:
+        if self._taken.pop(run_id, None) is not None:
+            sql.release(run_id, self.owner)
+
+    def _view(self, row: dict[str, Any]) -> RunView:
+        """The engine's view of a run row claimed for this worker."""
         if row["webhook_url"]:
             self._webhooks[str(row["id"])] = row["webhook_url"]
-        view = RunView(
+        return RunView(
             id=str(row["id"]),
             trace_id=str(row["trace_id"]),
             workspace_id=row["workspace"],
@@ -219,8 +247,6 @@ class OrmRunStore:
             budget_anchor=str(row["budget_anchor"]) if row["budget_anchor"] else None,
             limited=row["limited"],
         )
-        _Heartbeat.start(view, self.owner)
-        return view
 
     def cancel_requested(self, run: RunView) -> bool:
         """Asked before each step. Every write of the run reads the flag back, and a step's
@@ -428,7 +454,13 @@ class OrmRunStore:
             self._write_steps(run, steps)
 
     def spawn(
-        self, run: RunView, *, children: list[ChildRequest], steps: list[StepRecord], events: Events
+        self,
+        run: RunView,
+        *,
+        children: list[ChildRequest],
+        steps: list[StepRecord],
+        events: Events,
+        adopt: bool = False,
     ) -> list[str]:
         self._resolve_many(run.workspace_id, [request.entity_ref for request in children])
         group = f"{children[0].step_key}#{run.iteration}#{run.attempt}/{len(children)}"
@@ -501,14 +533,52 @@ class OrmRunStore:
             run.released = True
             for row in rows:
                 row["cancel_requested"] = run.cancel_requested
-            sql.insert(Run, [{**_NEW_RUN, **row} for row in rows])
+            held = {}
+            if adopt:  # the first child is created leased to this worker, which goes on with it
+                held = {"lease_owner": self.owner, "lease_expires_at": now + lease_time()}
+            sql.insert(
+                Run, [{**_NEW_RUN, **row, **(held if i == 0 else {})} for i, row in enumerate(rows)]
+            )
             if not run.cancel_requested:  # as far as this worker knows: the row tells
                 sql.inherit_cancel(run.id, group)
             self._write_steps(run, steps)
+        if adopt:
+            # The parent's row, locked since its write, said whether a cancel came first
+            # (inherit_cancel); the flag read back with the write is that.
+            first, (entity, _) = rows[0], found[0]
+            self._taken[str(first["id"])] = RunView(
+                id=str(first["id"]),
+                trace_id=run.trace_id,
+                workspace_id=run.workspace_id,
+                definition=definitions[0],
+                status=RunStatus.PENDING,
+                input=first["input_data"],
+                state=first["state"],
+                plan=None,
+                cursor=0,
+                iteration=1,
+                depth=first["depth"],
+                parent_id=run.id,
+                entity_status=entity.status,
+                depth_limit=first["depth_limit"],
+                lineage=first["lineage"],
+                parent_step_key=first["parent_step_key"],
+                spawn_group=group,
+                began_at=now,
+                created_by_id=run.created_by_id,
+                entity_id=str(entity.pk),
+                cancel_requested=run.cancel_requested,
+                cancel_fresh=True,
+                deadline=run.deadline,
+                budget_anchor=first["budget_anchor"],
+                limited=first["limited"],
+            )
         return [str(row["id"]) for row in rows]
 
     def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
         keys = [child_step_key(key, run.iteration, run.attempt) for key in step_keys]
+        if len(keys) == 1 and (run.id, keys[0]) in self._outcomes:
+            return [self._outcomes.pop((run.id, keys[0]))]  # its only child, ended here
         entities = sql.quote(Entity._meta.db_table)
         rows = sql.select(
             Run,
@@ -533,8 +603,11 @@ class OrmRunStore:
             for row, (entity_name,) in rows
         ]
 
-    def finish(self, run: RunView, *, steps: list[StepRecord], events: Events) -> str | None:
+    def finish(
+        self, run: RunView, *, steps: list[StepRecord], events: Events, adopt: bool = False
+    ) -> str | None:
         now = timezone.now()
+        claimed: sql.Later | None = None
         steps, items = self._take_pending(run, steps, events.items)
         # A root run's end uses the ORM (memory, webhooks): careful.
         with self._transaction(run, careful=run.parent_id is None):
@@ -559,17 +632,33 @@ class OrmRunStore:
 
                     webhook_schedule(run_id=run.id, url=url, status=run.status)
                 return None
-            if run.spawn_group.endswith("/1"):
-                # An only child has no sibling to race: wake the parent, whose claim finds
-                # nothing to do if it is not waiting any more.
-                return run.parent_id
-            # Lock the parent so siblings finishing at the same moment take turns; the last
-            # one sees every sibling finished and wakes the parent. (Sent whole, the
-            # transaction waits here for the answers so far.)
-            if sql.lock_status(run.parent_id) != RunStatus.WAITING:
-                return None
-            unfinished = sql.group_unfinished(run.parent_id, run.spawn_group, TERMINAL)
-            return None if unfinished else run.parent_id
+            only_child = run.spawn_group.endswith("/1")
+            # An only child has no sibling to race: it wakes the parent, whose claim finds
+            # nothing to do if it is not waiting any more. Else lock the parent so siblings
+            # finishing at the same moment take turns; the last one sees every sibling
+            # finished and wakes the parent. (Sent whole, the transaction waits here for
+            # the answers so far.)
+            if not only_child:
+                if sql.lock_status(run.parent_id) != RunStatus.WAITING:
+                    return None
+                if sql.group_unfinished(run.parent_id, run.spawn_group, TERMINAL):
+                    return None
+            if adopt:  # this worker goes on with the parent: its lease, in the same commit
+                claimed = self._claim(run.parent_id)
+        row = claimed.value() if claimed is not None else None
+        if row is not None:
+            self._taken[run.parent_id] = self._view(row)
+            if only_child:  # the parent's join needs no query for what is known here
+                self._outcomes[(run.parent_id, run.parent_step_key)] = ChildOutcome(
+                    run_id=run.id,
+                    step_key=run.parent_step_key.rsplit("#", 1)[0],
+                    status=run.status,
+                    output=run.output,
+                    error_code=run.error_code,
+                    error_message=run.error_message[:10_000],
+                    entity_name=run.definition["identity"]["name"],
+                )
+        return run.parent_id
 
     # -- people -----------------------------------------------------------------------------
 

@@ -137,17 +137,36 @@ class RunStore(Protocol):
         """Persist the run, step records and events in one commit."""
 
     def spawn(
-        self, run: RunView, *, children: list[ChildRequest], steps: list[StepRecord], events: Events
+        self,
+        run: RunView,
+        *,
+        children: list[ChildRequest],
+        steps: list[StepRecord],
+        events: Events,
+        adopt: bool = False,
     ) -> list[str]:
         """Create child runs of the current step (pinned to each child's current version),
-        leave the run WAITING and persist, in one commit; answer the children's ids."""
+        leave the run WAITING and persist, in one commit; answer the children's ids. With
+        `adopt`, the first child is created leased to this store's worker, which goes on
+        with it (`taken`)."""
 
     def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
         """The outcomes of the current group's child runs; None while one is unfinished."""
 
-    def finish(self, run: RunView, *, steps: list[StepRecord], events: Events) -> str | None:
+    def finish(
+        self, run: RunView, *, steps: list[StepRecord], events: Events, adopt: bool = False
+    ) -> str | None:
         """Persist a terminal run; answer the parent's id when this was the last unfinished
-        child of the parent's current step."""
+        child of the parent's current step. With `adopt`, the same commit takes the parent's
+        lease for this store's worker when it can (`taken` says whether it did)."""
+
+    def taken(self, run_id: str) -> bool:
+        """Whether this store holds the run's lease for its worker, from `spawn` or `finish`
+        with `adopt`: `load` answers it without claiming it again."""
+
+    def let_go(self, run_id: str) -> None:
+        """Give back the lease of a run `taken` and not advanced (another worker may claim
+        it at once)."""
 
     def release(self, run: RunView) -> None: ...
 
@@ -385,9 +404,37 @@ class Engine:
     # without one, ENCRYPT stores redacted text instead, never the plain text.
     cipher: Any = None
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    # Handoff: a worker goes on itself with the first child it starts and the parent it
+    # wakes (their leases taken in the same commits) instead of a hint to any worker and a
+    # claim, for up to this many seconds per `advance`; then it hints the next one. 0: off.
+    handoff_s: float = 0.0
+    _handoff: str | None = field(default=None, init=False, repr=False)
 
     def advance(self, run_id: str) -> None:
-        """Do the run's next pieces of work until it waits, pauses or ends."""
+        """Do the run's next pieces of work until it waits, pauses or ends; with handoff,
+        then the same for the runs this worker took over on the way."""
+        until = self.clock() + timedelta(seconds=self.handoff_s)
+        next_id: str | None = run_id
+        while next_id is not None:
+            self._handoff = None
+            try:
+                self._advance_one(next_id)
+            except BaseException:
+                if self._handoff is not None:
+                    self._pass_on(self._handoff)  # the next run goes to any worker
+                raise
+            next_id, self._handoff = self._handoff, None
+            if next_id is not None and self.clock() >= until:
+                self._pass_on(next_id)  # time to let other runs have this worker
+                next_id = None
+
+    def _pass_on(self, run_id: str) -> None:
+        """Hand a run this worker took over to any worker instead."""
+        with contextlib.suppress(Exception):  # else its lease expires and the sweeper hints
+            self.store.let_go(run_id)
+        self.enqueue(run_id)
+
+    def _advance_one(self, run_id: str) -> None:
         run = self.store.load(run_id)
         if run is None:
             return
@@ -690,9 +737,13 @@ class Engine:
             return False
         run.status = "WAITING"
         run.waiting_on = [r.step_key for r in requests]  # type: ignore[attr-defined]
-        ids = self.store.spawn(run, children=requests, steps=steps, events=events)
+        adopt = self.handoff_s > 0
+        ids = self.store.spawn(run, children=requests, steps=steps, events=events, adopt=adopt)
         for child_id in ids:
-            self.enqueue(child_id)
+            if adopt and self._handoff is None and self.store.taken(child_id):
+                self._handoff = child_id  # this worker goes on with it
+            else:
+                self.enqueue(child_id)
         return True
 
     def _join(self, run: RunView) -> bool:
@@ -1963,8 +2014,13 @@ class Engine:
     ) -> None:
         run.status, run.error_code, run.error_message = status, code, message
         events.add("run.status", status=status, error_code=code, error_message=message)
-        parent = self.store.finish(run, steps=steps, events=events)
-        if parent is not None:
+        adopt = self.handoff_s > 0
+        parent = self.store.finish(run, steps=steps, events=events, adopt=adopt)
+        if parent is None:
+            return
+        if adopt and self.store.taken(parent):
+            self._handoff = parent  # this worker goes on with the parent it woke
+        else:
             self.enqueue(parent)
 
 

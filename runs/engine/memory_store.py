@@ -251,6 +251,7 @@ class InMemoryRunStore:
         self.workspace_id = workspace_id
         self.new_id = new_id or (lambda: str(uuid.uuid4()))
         self._world = _world or _World()
+        self._taken: set[str] = set()  # runs leased to this worker by spawn/finish (adopt)
 
     def worker(self, owner: str) -> InMemoryRunStore:
         """The same data under another lease owner."""
@@ -453,8 +454,9 @@ class InMemoryRunStore:
             if row.wake_at is not None and row.wake_at > now:
                 return None
             # A lease left behind means the last worker died mid-advance: look for calls it
-            # recorded before paying for them again.
-            resumed = bool(row.lease_owner)
+            # recorded before paying for them again (not one this worker took over itself).
+            resumed = bool(row.lease_owner) and run_id not in self._taken
+            self._taken.discard(run_id)
             row.lease_owner = self.owner
             row.lease_expires_at = now + self._lease
             row.wake_at = None
@@ -491,6 +493,30 @@ class InMemoryRunStore:
                 budget_anchor=row.budget_anchor,
                 limited=row.limited,
             )
+
+    def taken(self, run_id: str) -> bool:
+        return run_id in self._taken
+
+    def let_go(self, run_id: str) -> None:
+        if run_id not in self._taken:
+            return
+        self._taken.discard(run_id)
+        with self._world.lock:
+            row = self._world.runs[run_id]
+            if row.lease_owner == self.owner:
+                row.lease_owner, row.lease_expires_at = "", None
+
+    def _adopt(self, row: StoredRun, now: datetime) -> None:
+        """Lease `row` to this worker if a claim would get it (spawn's or finish's adopt)."""
+        if row.status in TERMINAL or (row.status in ASLEEP and not row.cancel_requested):
+            return
+        leased = row.lease_expires_at is not None and row.lease_expires_at > now
+        if (leased and row.lease_owner != self.owner) or (
+            row.wake_at is not None and row.wake_at > now
+        ):
+            return
+        row.lease_owner, row.lease_expires_at = self.owner, now + self._lease
+        self._taken.add(row.id)
 
     def cancel_requested(self, run: RunView) -> bool:
         """Whether someone asked the run to stop since it was loaded."""
@@ -532,7 +558,13 @@ class InMemoryRunStore:
             self._append_events(run.trace_id, run.id, items)
 
     def spawn(
-        self, run: RunView, *, children: list[ChildRequest], steps: list[StepRecord], events: Events
+        self,
+        run: RunView,
+        *,
+        children: list[ChildRequest],
+        steps: list[StepRecord],
+        events: Events,
+        adopt: bool = False,
     ) -> list[str]:
         with self._world.lock:
             now = self.clock()
@@ -589,6 +621,8 @@ class InMemoryRunStore:
             steps, items = take_pending(run, steps, events.items)
             for row in rows:
                 self._world.runs[row.id] = row
+            if adopt:  # the first child is leased to this worker, which goes on with it
+                self._adopt(rows[0], now)
             # The run waits now: let go of the lease in the same write.
             self._write_run(run, lease_owner="", lease_expires_at=None)
             run.released = True
@@ -622,7 +656,16 @@ class InMemoryRunStore:
                 for row in rows
             ]
 
-    def finish(self, run: RunView, *, steps: list[StepRecord], events: Events) -> str | None:
+    def finish(
+        self, run: RunView, *, steps: list[StepRecord], events: Events, adopt: bool = False
+    ) -> str | None:
+        with self._world.lock:  # one commit: the end, and the parent's lease with adopt
+            parent = self._finish(run, steps=steps, events=events)
+            if parent is not None and adopt:
+                self._adopt(self._world.runs[parent], self.clock())
+        return parent
+
+    def _finish(self, run: RunView, *, steps: list[StepRecord], events: Events) -> str | None:
         steps, items = take_pending(run, steps, events.items)
         with self._world.lock:
             now = self.clock()

@@ -23,7 +23,7 @@ from approvals.models import Approval
 from approvals.services import approval_decide, approval_fire_due
 from entities.definition import normalize
 from entities.models import Entity
-from runs.engine.core import Engine, Events, RunStore, RunView, StepRecord
+from runs.engine.core import Engine, RunStore, RunView
 from runs.engine.memory_store import InMemoryRunStore
 from runs.gateway import LiteLLMGateway
 from runs.models import LLMCall, Run, RunEvent, StepRun
@@ -55,7 +55,7 @@ class _Wrapped:
 class _DiesInFinish(_Wrapped):
     """The worker dies as it is about to write the run's end."""
 
-    def finish(self, run: RunView, *, steps: list[StepRecord], events: Events) -> str | None:
+    def finish(self, run: RunView, **kwargs: Any) -> str | None:
         raise WorkerDied(run.id)
 
 
@@ -89,11 +89,24 @@ class _OvertakenBeforeRecording(_Wrapped):
         self._store.record_model_call(run, *args, **kwargs)
 
 
+class _ParentHeldElsewhere(_Wrapped):
+    """Another worker holds the parent's lease (a sweep, a cancel) as its child ends."""
+
+    def finish(self, run: RunView, **kwargs: Any) -> str | None:
+        if run.parent_id is not None and self._world.overtaken is None:
+            other = self._world.worker_store()
+            held = other.load(run.parent_id)
+            assert held is not None
+            self._world.overtaken = (other, held)
+        return self._store.finish(run, **kwargs)
+
+
 class World:
     """Entities, runs and a synchronous executor over one store; subclasses read the store."""
 
     lease_seconds: float
     clock: Any = None  # the engine's clock, when the store's time is not the real one
+    handoff_s = 0.0  # the engine's handoff (runs/engine/core.py Engine.handoff_s)
 
     def __init__(self) -> None:
         self.queue: list[str] = []
@@ -116,6 +129,7 @@ class World:
             tools=self.tools,
             enqueue=self.queue.append,
             enqueue_later=lambda run_id, delay_s: self.later.append((run_id, delay_s)),
+            handoff_s=self.handoff_s,
         )
         if self.clock is not None:
             engine.clock = self.clock
@@ -433,9 +447,32 @@ class OrmWorld(World):
         Approval.objects.update(requested_at=F("requested_at") - delta, due_at=F("due_at") - delta)
 
 
-@pytest.fixture(params=["memory", pytest.param("orm", marks=pytest.mark.django_db)])
+@pytest.fixture(
+    params=[
+        "memory",
+        pytest.param("orm", marks=pytest.mark.django_db),
+        "memory-handoff",
+        pytest.param("orm-handoff", marks=pytest.mark.django_db),
+    ]
+)
 def world(request: pytest.FixtureRequest) -> World:
-    if request.param == "memory":
+    """Each store, with the engine's handoff off (every run through the queue) and on (a
+    worker goes on with the child it starts and the parent it wakes)."""
+    found = _world(request)
+    if request.param.endswith("handoff"):
+        found.handoff_s = 3600.0
+    return found
+
+
+@pytest.fixture(params=["memory", pytest.param("orm", marks=pytest.mark.django_db)])
+def stepwise_world(request: pytest.FixtureRequest) -> World:
+    """Each store, handoff off: each advance does one run's work, so a test can look at
+    the runs between advances."""
+    return _world(request)
+
+
+def _world(request: pytest.FixtureRequest) -> World:
+    if request.param.startswith("memory"):
         return MemoryWorld()  # without the database: a query would fail the test
     return OrmWorld(request.getfixturevalue("acme"))
 
@@ -507,7 +544,8 @@ def test_sequential_children_run_in_order_and_feed_each_other(world):
     assert world.step_statuses(run) == [("first", 1, "COMPLETED"), ("second", 1, "COMPLETED")]
 
 
-def test_parallel_children_start_together_and_are_joined_once(world):
+def test_parallel_children_start_together_and_are_joined_once(stepwise_world):
+    world = stepwise_world
     world.add("left", io_contract=io(None, a="string"))
     world.add("right", io_contract=io(None, b="string"))
     world.add(
@@ -533,6 +571,97 @@ def test_parallel_children_start_together_and_are_joined_once(world):
     assert world.step_statuses(run) == [("left", 1, "COMPLETED"), ("right", 1, "COMPLETED")]
     finished = world.events_of(run, "step.finished")
     assert [e["step"] for e in finished] == ["left", "right"]
+
+
+def test_with_handoff_one_advance_runs_a_sequential_tree_and_keeps_the_same_records(
+    stepwise_world,
+):
+    world = stepwise_world
+    world.add("first", io_contract=io(None, a="string"))
+    world.add("second", io_contract=io(None, b="string"))
+    world.add("pair", "SKILL", children=["first", "second"], io_contract=io(None, a="string"))
+    world.add("lead", "AGENT", children=["pair"], io_contract=io(None, a="string"))
+    queued = world.run("lead", {})  # every run through the queue
+
+    world.handoff_s = 3600.0
+    run = world.start("lead", {})
+    world.advance(world.queue.pop(0))
+
+    # The worker went on with each child it started and each parent it woke: no hints.
+    assert world.queue == []
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert world.output(run) == world.output(queued)
+    assert world.event_types(world.trace(run)) == world.event_types(world.trace(queued))
+    (pair,) = world.children(run)
+    (queued_pair,) = world.children(queued)
+    assert world.step_statuses(pair) == world.step_statuses(queued_pair)
+    assert world.model_call_count(world.children(pair)[1]) == 1
+
+
+def test_with_handoff_the_first_child_of_a_parallel_group_stays_and_the_rest_are_hinted(
+    stepwise_world,
+):
+    world = stepwise_world
+    world.add("left", io_contract=io(None, a="string"))
+    world.add("right", io_contract=io(None, b="string"))
+    world.add(
+        "fan_out",
+        "SKILL",
+        children=[
+            {"child_id": "left", "relationship": "PARALLEL"},
+            {"child_id": "right", "relationship": "PARALLEL"},
+        ],
+        io_contract=io(None, a="string", b="string"),
+    )
+    world.handoff_s = 3600.0
+    run = world.start("fan_out", {})
+    world.advance(world.queue.pop(0))
+
+    left, right = world.children(run)
+    assert world.status(left) == "COMPLETED"  # this worker went on with it
+    assert world.queue == [right]  # any worker may take this one
+    assert world.status(run) == "WAITING"
+    world.advance_all()  # the last child to end wakes the parent and goes on with it
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert world.step_statuses(run) == [("left", 1, "COMPLETED"), ("right", 1, "COMPLETED")]
+
+
+def test_when_the_handoff_time_is_up_the_next_run_goes_to_any_worker(stepwise_world):
+    world = stepwise_world
+    world.add("kid", io_contract=io(None, ok="boolean"))
+    world.add("mum", "AGENT", children=["kid"])
+    world.handoff_s = 1e-9  # up after the first run
+    run = world.start("mum", {})
+    world.advance(world.queue.pop(0))
+
+    (kid,) = world.children(run)
+    assert world.queue == [kid]
+    assert world.status(kid) == "PENDING"
+    # Its lease was given back: another worker takes it at once, not after the lease.
+    world.handoff_s = 0.0
+    world.advance(world.queue.pop(0))
+    assert world.status(kid) == "COMPLETED", world.error(kid)
+    world.advance_all()
+    assert world.status(run) == "COMPLETED", world.error(run)
+
+
+def test_with_handoff_a_parent_another_worker_holds_is_hinted_not_taken(stepwise_world):
+    world = stepwise_world
+    world.add("kid", io_contract=io(None, ok="boolean"))
+    world.add("mum", "AGENT", children=["kid"])
+    world.handoff_s = 3600.0
+    run = world.start("mum", {})
+    world.wrap_next = _ParentHeldElsewhere
+    world.advance(world.queue.pop(0))
+
+    (kid,) = world.children(run)
+    assert world.status(kid) == "COMPLETED"
+    assert world.queue == [run]  # hinted: the other worker's lease stood
+    assert world.status(run) == "WAITING"
+    other, held = world.overtaken
+    other.release(held)
+    world.advance_all()
+    assert world.status(run) == "COMPLETED", world.error(run)
 
 
 def test_a_conditional_child_whose_condition_is_false_is_skipped_and_recorded(world):
@@ -687,7 +816,8 @@ def test_a_retry_is_scheduled_with_a_due_time_and_not_run_before_it(
     assert world.step_statuses(run) == [("Fetch", 1, "FAILED"), ("Fetch", 2, "COMPLETED")]
 
 
-def test_a_cancelled_run_ends_cancelled_and_starts_no_new_child(world):
+def test_a_cancelled_run_ends_cancelled_and_starts_no_new_child(stepwise_world):
+    world = stepwise_world
     world.add("c1", io_contract=io(None, ok="boolean"))
     world.add("c2", io_contract=io(None, ok="boolean"))
     world.add("cp", "AGENT", children=["c1", "c2"])
@@ -982,7 +1112,8 @@ def test_a_budget_stops_spending_before_it_is_exceeded_and_leaves_nothing_reserv
     assert used == sum(cost for _tokens, cost in world.model_calls(run))
 
 
-def test_a_childs_budget_is_set_aside_from_its_parents_and_the_rest_returned(world):
+def test_a_childs_budget_is_set_aside_from_its_parents_and_the_rest_returned(stepwise_world):
+    world = stepwise_world
     world.add("spender", io_contract=io(None, ok="boolean"), max_cost=0.01)
     world.add("holder", "AGENT", children=["spender"], max_cost=0.05)
     run = world.start("holder", {})
@@ -1026,7 +1157,8 @@ def test_parallel_children_that_would_overspend_their_parent_do_not_start(world)
     assert used == world.budget(opener)[2] > 0
 
 
-def test_a_run_past_its_deadline_ends_timeout_and_its_children_stop(world):
+def test_a_run_past_its_deadline_ends_timeout_and_its_children_stop(stepwise_world):
+    world = stepwise_world
     world.add("slowpoke", io_contract=io(None, ok="boolean"))
     world.add("hurried", "AGENT", children=["slowpoke"], governance=limits(timeout_ms=1000))
     run = world.start("hurried", {})
