@@ -527,24 +527,24 @@ class OrmRunStore:
             if reserve and not sql.reserve_budget(run.budget_anchor, reserve).value():
                 raise self._no_room_for_children(run, reserve)
             # The run waits now: let go of the lease in the same write, which locks the run's
-            # row: a cancel that came first reaches the new children (below); one that comes
-            # later finds them (run_cancel locks this row too).
+            # row: a cancel that came first reaches the new children, which take the flag
+            # from the row as they go in; one that comes later finds them (run_cancel locks
+            # this row too).
             self._write_run(run, lease_owner="", lease_expires_at=None)
             run.released = True
+            flag = sql.Computed(_PARENTS_CANCEL_FLAG, (sql.run_id_param(run.id),))
             for row in rows:
-                row["cancel_requested"] = run.cancel_requested
+                row["cancel_requested"] = flag
             held = {}
             if adopt:  # the first child is created leased to this worker, which goes on with it
                 held = {"lease_owner": self.owner, "lease_expires_at": now + lease_time()}
             sql.insert(
                 Run, [{**_NEW_RUN, **row, **(held if i == 0 else {})} for i, row in enumerate(rows)]
             )
-            if not run.cancel_requested:  # as far as this worker knows: the row tells
-                sql.inherit_cancel(run.id, group)
             self._write_steps(run, steps)
         if adopt:
-            # The parent's row, locked since its write, said whether a cancel came first
-            # (inherit_cancel); the flag read back with the write is that.
+            # The flag the children took from the parent's row is the one its write read
+            # back (the row locked in between).
             first, (entity, _) = rows[0], found[0]
             self._taken[str(first["id"])] = RunView(
                 id=str(first["id"]),
@@ -1215,6 +1215,9 @@ _VIEW_FIELDS = (  # what `load` reads back; a foreign key gives the related row'
     "webhook_url",
 )
 _ASLEEP = (RunStatus.PAUSED, RunStatus.BLOCKED)
+_PARENTS_CANCEL_FLAG = (
+    f"(SELECT p.cancel_requested FROM {sql.quote(Run._meta.db_table)} p WHERE p.id = %s)"  # noqa: S608
+)
 _STEP_DONE = ("COMPLETED", "FAILED", "SKIPPED", "CANCELLED")
 _CHILD_FIELDS = (
     "id",
