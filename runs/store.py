@@ -99,6 +99,18 @@ def _limit_row(row: Run) -> LimitRow:
     )
 
 
+_UNKNOWN = object()
+
+
+def _kept_json(run: RunView) -> dict[str, Any]:
+    """The JSON values of the run's row as its last committed write (or its load) left them,
+    by identity."""
+    kept = run.__dict__.get("_kept_json")
+    if kept is None:
+        kept = run.__dict__["_kept_json"] = {}
+    return kept
+
+
 def lifetime_left(entity_id: Any, limit: Decimal) -> Decimal:
     """What an entity's cumulative_cost_usd leaves for a new run: the limit, less what its
     ended runs cost and what its unfinished ones may still cost (their budgets). Takes the
@@ -212,7 +224,7 @@ class OrmRunStore:
         """The engine's view of a run row claimed for this worker."""
         if row["webhook_url"]:
             self._webhooks[str(row["id"])] = row["webhook_url"]
-        return RunView(
+        view = RunView(
             id=str(row["id"]),
             trace_id=str(row["trace_id"]),
             workspace_id=row["workspace"],
@@ -247,6 +259,8 @@ class OrmRunStore:
             budget_anchor=str(row["budget_anchor"]) if row["budget_anchor"] else None,
             limited=row["limited"],
         )
+        _kept_json(view).update(state=view.state, dynamic_plan=view.plan, output_data=view.output)
+        return view
 
     def cancel_requested(self, run: RunView) -> bool:
         """Asked before each step. Every write of the run reads the flag back, and a step's
@@ -275,24 +289,36 @@ class OrmRunStore:
         now = timezone.now()
         fields = {
             "status": run.status,
-            "state": run.state,
-            "dynamic_plan": run.plan,
             "cursor": run.cursor,
             "iteration": run.iteration,
             "attempt": run.attempt,
-            "output_data": run.output,
             "error_code": run.error_code,
             "error_message": run.error_message[:10_000],
             "lease_expires_at": now + timedelta(seconds=lease_seconds()),
             "deadline_at": run.deadline,
-            **extra,
         }
+        # The JSON columns only when the engine gave them a new value since the last write
+        # that committed (it replaces them, never changes them in place): a plan sent again
+        # with every step is parsed again by the database for nothing.
+        kept = _kept_json(run)
+        changed = {
+            name: value
+            for name, value in (
+                ("state", run.state),
+                ("dynamic_plan", run.plan),
+                ("output_data", run.output),
+            )
+            if kept.get(name, _UNKNOWN) is not value
+        }
+        fields.update(changed, **extra)
         if run.status != RunStatus.PENDING and not run.started:
             fields["started_at"] = run.began_at or now
             run.started, run.began_at = True, run.began_at or now
         # Fenced: only the lease holder writes; a worker that lost the lease stops here.
         written = sql.update_run(run.id, self.owner, fields)
         self._settle(lambda: self._seen(run, written.value()))
+        if changed:
+            sql.on_commit(lambda: kept.update(changed))
 
     def _write_steps(self, run: RunView, steps: list[StepRecord]) -> None:
         """Insert or update the step records in one statement."""
@@ -573,6 +599,8 @@ class OrmRunStore:
                 budget_anchor=first["budget_anchor"],
                 limited=first["limited"],
             )
+            child = self._taken[str(first["id"])]
+            _kept_json(child).update(state=child.state, dynamic_plan=None, output_data=None)
         return [str(row["id"]) for row in rows]
 
     def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
