@@ -111,13 +111,29 @@ _batching = threading.local()  # Django's connections are per thread, and so are
 LEASE_LOST = "HR001"  # the SQLSTATE of hierarch_lease_lost() (migration runs/0012)
 
 
+CLAIM_REFUSED = "HR002"  # the SQLSTATE of hierarch_claim_refused() (migration runs/0013)
+
+
 def lease_lost(exc: BaseException | None) -> bool:
     """Whether a database error is a fenced write finding the lease someone else's."""
+    return _has_sqlstate(exc, LEASE_LOST)
+
+
+def claim_refused(exc: BaseException | None) -> bool:
+    """Whether an error is `claim_waiting` finding the run changed (either backend)."""
+    return isinstance(exc, ClaimRefused) or _has_sqlstate(exc, CLAIM_REFUSED)
+
+
+def _has_sqlstate(exc: BaseException | None, state: str) -> bool:
     while exc is not None:
-        if getattr(exc, "sqlstate", None) == LEASE_LOST:
+        if getattr(exc, "sqlstate", None) == state:
             return True
         exc = exc.__cause__
     return False
+
+
+class ClaimRefused(Exception):
+    """`claim_waiting` found the run changed since its worker left it waiting."""
 
 
 @contextlib.contextmanager
@@ -470,6 +486,57 @@ def claim(
         moment,
     ]
     return _ask(sql, params, functools.partial(_claimed, names=names))
+
+
+def claim_waiting(
+    run_id: str,
+    owner: str,
+    now: datetime,
+    until: datetime,
+    *,
+    cursor: int,
+    iteration: int,
+    attempt: int,
+    deadline: datetime | None,
+) -> None:
+    """Take the lease of a run waiting on its children as this worker left it (the same
+    step, pass and attempt, the same deadline, no cancel asked, nobody holding it), or abort
+    the transaction: on PostgreSQL the database raises (SQLSTATE HR002) and the transaction
+    sent whole aborts on the server; elsewhere `ClaimRefused` is raised here."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    table = quote(Run._meta.db_table)
+    sql = (
+        f"UPDATE {table} SET lease_owner = %s, lease_expires_at = %s, wake_at = NULL, "  # noqa: S608
+        "resumed = (lease_owner <> '') "
+        "WHERE id = %s AND status = %s AND NOT cancel_requested AND cursor = %s "
+        "AND iteration = %s AND attempt = %s AND deadline_at IS NOT DISTINCT FROM %s "
+        "AND (lease_expires_at IS NULL OR lease_expires_at <= %s OR lease_owner = %s) "
+        "AND (wake_at IS NULL OR wake_at <= %s) RETURNING id"
+    )
+    moment = prep(Run, "lease_expires_at", now)
+    params = [
+        owner,
+        prep(Run, "lease_expires_at", until),
+        run_id_param(run_id),
+        "WAITING",
+        prep(Run, "cursor", cursor),
+        prep(Run, "iteration", iteration),
+        prep(Run, "attempt", attempt),
+        prep(Run, "deadline_at", deadline),
+        moment,
+        owner,
+        moment,
+    ]
+    if connection.vendor == "postgresql":
+        sql = (
+            f"WITH c AS ({sql}) SELECT 1 FROM c UNION ALL "  # noqa: S608
+            "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM c) AND hierarch_claim_refused(%s)"
+        )
+        params.append(str(run_id))
+    with _cursor(connection) as cursor_:
+        cursor_.execute(sql, params)
+        if connection.vendor != "postgresql" and cursor_.fetchone() is None:
+            raise ClaimRefused(f"run {run_id} changed since this worker left it waiting")
 
 
 def _claimed(cursor: Any, *, names: tuple[str, ...]) -> dict[str, Any] | None:

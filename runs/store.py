@@ -17,6 +17,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -156,28 +157,70 @@ class OrmRunStore:
         self._taken: dict[str, RunView] = {}
         # The outcome of an only child this worker ended, for its parent's join.
         self._outcomes: dict[tuple[str, str], ChildOutcome] = {}
+        # Runs this worker left waiting on an only child it went on with: as it wrote them.
+        self._waiting: dict[str, RunView] = {}
+        # An only child's end held back to go with its parent's next write (`_Deferred`).
+        self._deferred: _Deferred | None = None
 
     @contextlib.contextmanager
     def _transaction(self, run: RunView, *, careful: bool = False) -> Iterator[None]:
         """One transaction of the run's: sent whole, in one round trip, where it can be
         (`sql.one_trip`); `careful` when it needs answers before it commits or the ORM's
         row locks (call limits and budgets, the root run's end). A fenced write finding the
-        lease lost raises LeaseLost, and nothing of the transaction is kept."""
+        lease lost raises LeaseLost, and nothing of the transaction is kept.
+
+        A child's end held back (`_Deferred`) goes first, with its parent's lease taken on
+        the condition that the parent is as this worker left it, when this is the parent's
+        write. If the transaction fails, the child's end is written alone, so it is never
+        lost; a refused claim then ends the parent's turn here and hints it to any worker."""
         careful = careful or run.limited or run.budget_anchor is not None
+        deferred, self._deferred = self._deferred, None
+        claim = deferred is not None and deferred.parent.id == run.id
         checks: list[Callable[[], None]] = []
         try:
             with sql.one_trip(careful=careful) as whole:
                 self._checks = checks if whole else None
                 try:
+                    if deferred is not None:
+                        deferred.write()
+                        if claim:
+                            deferred.claim(self.owner)
                     yield
                 finally:
                     self._checks = None
-        except DatabaseError as exc:
-            if sql.lease_lost(exc):
+        except BaseException as exc:
+            if deferred is not None:
+                self._write_alone(deferred)
+                if claim and sql.claim_refused(exc):
+                    raise LeaseLost(
+                        f"run {run.id} changed while its child ran, or another worker holds it",
+                        wake=run.id,
+                    ) from None
+            if isinstance(exc, DatabaseError) and sql.lease_lost(exc):
                 raise LeaseLost(f"run {run.id} is held by another worker") from None
             raise
         for check in checks:  # committed: the database checked the lease; read the flags
             check()
+
+    def _write_alone(self, deferred: _Deferred) -> None:
+        """A held-back child's end in a transaction of its own."""
+        with self._transaction(deferred.child):
+            deferred.write()
+
+    def _flush(self, run: RunView | None = None) -> None:
+        """Write a held-back child's end now (before anything but the parent's next write:
+        a model or tool call, a read, the end of the parent's turn), with the parent's lease
+        when `run` is the parent."""
+        deferred = self._deferred
+        if deferred is None:
+            return
+        if run is not None and deferred.parent.id == run.id:
+            with self._transaction(run):
+                pass
+        else:
+            self._deferred = None
+            self._taken.pop(deferred.parent.id, None)
+            self._write_alone(deferred)
 
     def _settle(self, check: Callable[[], None]) -> None:
         """Run `check` once the answers it reads are in: at once, or after the transaction."""
@@ -189,6 +232,9 @@ class OrmRunStore:
     # -- lease ---------------------------------------------------------------------------------
 
     def load(self, run_id: str) -> RunView | None:
+        if self._deferred is not None and self._deferred.parent.id != run_id:
+            with contextlib.suppress(LeaseLost):  # the child is another worker's: it ends it
+                self._flush()
         view = self._taken.pop(run_id, None)
         if view is None:
             # Child resolutions hold for one advance only (a run this worker went on with
@@ -217,6 +263,9 @@ class OrmRunStore:
         return run_id in self._taken
 
     def let_go(self, run_id: str) -> None:
+        if self._deferred is not None and self._deferred.parent.id == run_id:
+            self._flush()  # the child's end alone: the parent was never claimed
+            return
         if self._taken.pop(run_id, None) is not None:
             sql.release(run_id, self.owner)
 
@@ -272,6 +321,15 @@ class OrmRunStore:
 
     def release(self, run: RunView) -> None:
         _Heartbeat.stop(run)
+        deferred = self._deferred
+        if deferred is not None and deferred.child is not run:
+            # The parent's turn ended without a write of its own (it failed): the child's
+            # end alone; the parent, never claimed, is the sweeper's to hint.
+            self._taken.pop(deferred.parent.id, None)
+            self._deferred = None
+            self._write_alone(deferred)
+            if deferred.parent.id == run.id:
+                return
         if run.status in TERMINAL or run.released:
             return  # finish, spawn or schedule already let go of the lease
         sql.release(run.id, self.owner)
@@ -393,6 +451,7 @@ class OrmRunStore:
     def reserve_call(
         self, run: RunView, *, llm_calls: int = 0, tool_calls: int = 0, estimate: Decimal
     ) -> LimitReached | None:
+        self._flush(run)  # a held-back child's end first
         if sql.reserve(
             run.id,
             run.lineage,
@@ -427,10 +486,12 @@ class OrmRunStore:
         return no_room_for_children(_limit_row(row), amount)
 
     def unreserve_call(self, run: RunView, estimate: Decimal) -> None:
+        self._flush(run)  # a held-back child's end first
         if run.budget_anchor is not None and estimate:
             sql.unreserve(run.budget_anchor, estimate)
 
     def cancel_descendants(self, run: RunView) -> list[str]:
+        self._flush(run)  # a held-back child's end first
         found: list = []
         frontier = [run.id]
         while frontier:
@@ -601,6 +662,10 @@ class OrmRunStore:
             )
             child = self._taken[str(first["id"])]
             _kept_json(child).update(state=child.state, dynamic_plan=None, output_data=None)
+            if len(rows) == 1 and not (run.cancel_requested or run.limited or run.budget_anchor):
+                # As written: the child's end may go with this run's next write.
+                left = self._waiting[run.id] = replace(run)
+                _kept_json(left).update(_kept_json(run))
         return [str(row["id"]) for row in rows]
 
     def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
@@ -637,6 +702,16 @@ class OrmRunStore:
         now = timezone.now()
         claimed: sql.Later | None = None
         steps, items = self._take_pending(run, steps, events.items)
+        parent = self._waiting.pop(run.parent_id, None) if run.parent_id else None
+        if (
+            adopt
+            and parent is not None
+            and self._deferred is None
+            and run.spawn_group.endswith("/1")
+            and not run.limited
+            and run.budget_anchor is None
+        ):
+            return self._defer_end(run, parent, steps, items, now)
         # A root run's end uses the ORM (memory, webhooks): careful.
         with self._transaction(run, careful=run.parent_id is None):
             # The trace's sequence row first, the runs' rows after: one lock order.
@@ -677,20 +752,65 @@ class OrmRunStore:
         if row is not None:
             self._taken[run.parent_id] = self._view(row)
             if only_child:  # the parent's join needs no query for what is known here
-                self._outcomes[(run.parent_id, run.parent_step_key)] = ChildOutcome(
-                    run_id=run.id,
-                    step_key=run.parent_step_key.rsplit("#", 1)[0],
-                    status=run.status,
-                    output=run.output,
-                    error_code=run.error_code,
-                    error_message=run.error_message[:10_000],
-                    entity_name=run.definition["identity"]["name"],
-                )
+                self._outcomes[(run.parent_id, run.parent_step_key)] = self._outcome(run)
         return run.parent_id
+
+    def _defer_end(
+        self,
+        run: RunView,
+        parent: RunView,
+        steps: list[StepRecord],
+        items: list[tuple[str, dict]],
+        now: Any,
+    ) -> str:
+        """End an only child by holding its write back to go with the next write of its
+        parent, which this worker left waiting on it and goes on with as it left it: one
+        transaction instead of two (see `_transaction`). Nothing outside the database
+        happens in between: a model or tool call, a read, or the parent's turn ending writes
+        the child's end first (`_flush`)."""
+
+        def write() -> None:
+            append_events(run.trace_id, run.id, items)
+            self._write_run(
+                run,
+                completed_at=now,
+                execution_time_ms=int((now - run.began_at).total_seconds() * 1000),
+                lease_owner="",
+                lease_expires_at=None,
+            )
+            self._write_steps(run, steps)
+
+        self._deferred = _Deferred(child=run, parent=parent, write=write)
+        view = replace(
+            parent,
+            released=False,
+            pending_steps=[],
+            pending_events=Events(),
+            resumed=False,
+            cancel_fresh=True,
+        )
+        _kept_json(view).update(_kept_json(parent))
+        self._taken[parent.id] = view
+        self._outcomes[(parent.id, run.parent_step_key)] = self._outcome(run)
+        return parent.id
+
+    @staticmethod
+    def _outcome(run: RunView) -> ChildOutcome:
+        """A child's outcome as its parent's join reads it, from the child's own view."""
+        return ChildOutcome(
+            run_id=run.id,
+            step_key=run.parent_step_key.rsplit("#", 1)[0],
+            status=run.status,
+            output=run.output,
+            error_code=run.error_code,
+            error_message=run.error_message[:10_000],
+            entity_name=run.definition["identity"]["name"],
+        )
 
     # -- people -----------------------------------------------------------------------------
 
     def approval_verdict(self, run: RunView, key: str) -> hitl.ApprovalVerdict | None:
+        self._flush(run)  # a held-back child's end first
         from approvals.models import Approval
 
         row = (
@@ -726,6 +846,7 @@ class OrmRunStore:
     def request_approval(
         self, run: RunView, ask: hitl.ApprovalAsk, *, steps: list[StepRecord], events: Events
     ) -> None:
+        self._flush(run)  # a held-back child's end first
         from approvals.models import RISK_ORDER, Approval, ApprovalStatus
         from approvals.services import broadcast_inbox, dispatch_notifications
 
@@ -818,11 +939,13 @@ class OrmRunStore:
                 transaction.on_commit(lambda pk=approval.pk: dispatch_notifications(pk))
 
     def awaiting_person(self, run: RunView) -> bool:
+        self._flush(run)  # a held-back child's end first
         from approvals.models import OPEN, Approval
 
         return Approval.objects.filter(trace_id=run.trace_id, status__in=OPEN).exists()
 
     def record_judge(self, run: RunView, key: str, verdict: dict) -> None:
+        self._flush(run)  # a held-back child's end first
         from approvals.models import JudgeDecision
 
         _, iteration, attempt, _ = key.split(":", 3)
@@ -846,6 +969,7 @@ class OrmRunStore:
     # -- calls ----------------------------------------------------------------------------------
 
     def recorded_reply(self, run: RunView, call_key: str) -> ModelReply | None:
+        self._flush(run)  # a held-back child's end first
         if not run.resumed:
             return None
         row = LLMCall.objects.filter(call_key=call_key).first()
@@ -951,6 +1075,7 @@ class OrmRunStore:
             self._count(run, cost=cost, tokens=tokens, llm_calls=1, reserved=reserved)
 
     def recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None:
+        self._flush(run)  # a held-back child's end first
         if not run.resumed:
             return None
         row = ToolCall.objects.filter(idempotency_key=key, success=True).first()
@@ -1017,6 +1142,7 @@ class OrmRunStore:
 
     def memory_read(self, run: RunView) -> list[Any]:
         """What the entity remembers, oldest first (seed 000 §3.6.2: FULL or RECENT_N)."""
+        self._flush(run)  # a held-back child's end first
         config = run.definition["capabilities"]["memory"]
         if not config.get("enabled"):
             return []
@@ -1029,6 +1155,7 @@ class OrmRunStore:
 
     def memory_write(self, run: RunView, content: Any) -> None:
         """Remember one item; the retention policy's max_items and ttl_seconds apply."""
+        self._flush(run)  # a held-back child's end first
         config = run.definition["capabilities"]["memory"]
         if not config.get("enabled"):
             return
@@ -1051,6 +1178,7 @@ class OrmRunStore:
                 _memory_items(run, config).exclude(pk__in=list(keep)).delete()
 
     def artifacts(self, run: RunView) -> _WorkspaceArtifacts:
+        self._flush(run)  # a held-back child's end first
         return _WorkspaceArtifacts(run.workspace_id)
 
     def child_definition(self, run: RunView, entity_ref: str) -> dict | None:
@@ -1130,6 +1258,28 @@ class OrmRunStore:
                     entity = None
             version = versions.get(entity.pk) if entity is not None else None
             cache[(workspace_id, ref)] = (entity, version) if version is not None else None
+
+
+@dataclass
+class _Deferred:
+    """An only child's end held back to go with its parent's next write."""
+
+    child: RunView
+    parent: RunView  # as this worker left it waiting
+    write: Callable[[], None]  # the child's end, inside a transaction
+
+    def claim(self, owner: str) -> None:
+        now = timezone.now()
+        sql.claim_waiting(
+            self.parent.id,
+            owner,
+            now,
+            now + lease_time(),
+            cursor=self.parent.cursor,
+            iteration=self.parent.iteration,
+            attempt=self.parent.attempt,
+            deadline=self.parent.deadline,
+        )
 
 
 class _Heartbeat:

@@ -252,7 +252,12 @@ class RunStore(Protocol):
 
 
 class LeaseLost(Exception):
-    """Another worker holds the run now (this one was too slow): stop without writing."""
+    """Another worker holds the run now (this one was too slow): stop without writing.
+    `wake`: a run that needs a look from any worker (the store could not take it)."""
+
+    def __init__(self, message: str = "", *, wake: str | None = None):
+        super().__init__(message)
+        self.wake = wake
 
 
 class LimitReached(Exception):
@@ -445,7 +450,9 @@ class Engine:
                 self._limit_reached(run, limit)
         except hitl.Paused:
             return  # the run waits on a person; the decision hands it back
-        except LeaseLost:
+        except LeaseLost as lost:
+            if lost.wake is not None:
+                self.enqueue(lost.wake)
             return  # the run is another worker's now; it carries on from what was recorded
         except Exception as exc:  # a bug must not leave the run RUNNING forever
             if run.status not in TERMINAL:

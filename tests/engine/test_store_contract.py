@@ -101,6 +101,39 @@ class _ParentHeldElsewhere(_Wrapped):
         return self._store.finish(run, **kwargs)
 
 
+class _ParentCancelledWhileChildRuns(_Wrapped):
+    """Someone cancels the parent while its only child makes its model call."""
+
+    def record_model_call(self, run: RunView, *args: Any, **kwargs: Any) -> None:
+        self._store.record_model_call(run, *args, **kwargs)
+        if run.parent_id is not None:
+            self._world.cancel(run.parent_id)
+
+
+class _TimeUpAsChildEnds(_Wrapped):
+    """The worker's handoff time runs out the moment a child ends."""
+
+    def finish(self, run: RunView, **kwargs: Any) -> str | None:
+        woken = self._store.finish(run, **kwargs)
+        if run.parent_id is not None:
+            self._world.engine_in_use.handoff_s = -1.0  # `until` is already behind
+            self._world.engine_in_use.clock = _LATER
+        return woken
+
+
+class _ParentBreaksAfterItsChild(_Wrapped):
+    """The parent's next write after its child's end fails on a bug."""
+
+    def spawn(self, run: RunView, **kwargs: Any) -> list[str]:
+        if self._world.children(run.id):
+            raise RuntimeError("a bug in the parent's turn")
+        return self._store.spawn(run, **kwargs)
+
+
+def _LATER() -> datetime:  # noqa: N802
+    return datetime.now(UTC) + timedelta(days=1)
+
+
 class World:
     """Entities, runs and a synchronous executor over one store; subclasses read the store."""
 
@@ -133,6 +166,7 @@ class World:
         )
         if self.clock is not None:
             engine.clock = self.clock
+        self.engine_in_use = engine
         return engine
 
     def advance(self, run_id: str) -> None:
@@ -662,6 +696,65 @@ def test_with_handoff_a_parent_another_worker_holds_is_hinted_not_taken(stepwise
     other.release(held)
     world.advance_all()
     assert world.status(run) == "COMPLETED", world.error(run)
+
+
+def test_with_handoff_a_parent_cancelled_while_its_child_ran_starts_no_new_child(
+    stepwise_world,
+):
+    world = stepwise_world
+    world.add("c1", io_contract=io(None, ok="boolean"))
+    world.add("c2", io_contract=io(None, ok="boolean"))
+    world.add("cp", "AGENT", children=["c1", "c2"])
+    world.handoff_s = 3600.0
+    run = world.start("cp", {})
+    world.wrap_next = _ParentCancelledWhileChildRuns
+    world.advance(world.queue.pop(0))
+    world.advance_all()
+
+    (first,) = world.children(run)  # no second child
+    assert world.status(first) == "COMPLETED"  # the step in flight finished and is kept
+    assert world.step_statuses(first) == [("Answer", 1, "COMPLETED")]
+    assert world.status(run) == "CANCELLED"
+    # The step that waited on the child ends with the run, as when nobody went on with it.
+    assert world.step_statuses(run) == [("c1", 1, "CANCELLED")]
+
+
+def test_with_handoff_the_end_of_a_child_is_written_when_the_time_is_up_as_it_ends(
+    stepwise_world,
+):
+    world = stepwise_world
+    world.add("c1", io_contract=io(None, ok="boolean"))
+    world.add("c2", io_contract=io(None, ok="boolean"))
+    world.add("cp", "AGENT", children=["c1", "c2"])
+    world.handoff_s = 3600.0
+    run = world.start("cp", {})
+    world.wrap_next = _TimeUpAsChildEnds
+    world.advance(world.queue.pop(0))
+
+    (first,) = world.children(run)
+    assert world.status(first) == "COMPLETED"
+    assert world.queue == [run]  # the parent goes to any worker, unclaimed
+    world.advance_all()
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert [world.status(c) for c in world.children(run)] == ["COMPLETED", "COMPLETED"]
+
+
+def test_with_handoff_a_bug_in_the_parents_next_write_keeps_its_childs_end(stepwise_world):
+    world = stepwise_world
+    world.add("c1", io_contract=io(None, ok="boolean"))
+    world.add("c2", io_contract=io(None, ok="boolean"))
+    world.add("cp", "AGENT", children=["c1", "c2"])
+    world.handoff_s = 3600.0
+    run = world.start("cp", {})
+    world.wrap_next = _ParentBreaksAfterItsChild
+    with pytest.raises(RuntimeError, match="a bug in the parent's turn"):
+        world.advance(world.queue.pop(0))
+
+    (first,) = world.children(run)
+    assert world.status(first) == "COMPLETED"
+    assert world.step_statuses(first) == [("Answer", 1, "COMPLETED")]
+    assert world.status(run) == "FAILED"
+    assert world.error(run)[0] == "INTERNAL_ERROR"
 
 
 def test_a_conditional_child_whose_condition_is_false_is_skipped_and_recorded(world):
