@@ -230,11 +230,12 @@ def on_commit(hook: Callable[[], None]) -> None:
 class Later:
     """A statement's answer, read from its cursor when first asked (see `one_trip`)."""
 
-    __slots__ = ("_cursor", "_read", "_value")
+    __slots__ = ("_connection", "_cursor", "_read", "_value")
     _UNREAD = object()
 
-    def __init__(self, cursor: Any, read: Callable[[Any], Any]):
+    def __init__(self, cursor: Any, read: Callable[[Any], Any], connection: Any = None):
         self._cursor, self._read, self._value = cursor, read, Later._UNREAD
+        self._connection = connection
 
     @classmethod
     def known(cls, value: Any) -> Later:
@@ -244,7 +245,7 @@ class Later:
 
     def value(self) -> Any:
         if self._value is Later._UNREAD:
-            connection = connections[DEFAULT_DB_ALIAS]
+            connection = self._connection or connections[DEFAULT_DB_ALIAS]
             try:
                 with connection.wrap_database_errors:
                     pipeline = getattr(_batching, "pipeline", None)
@@ -272,7 +273,7 @@ def _ask(sql: str, params: list[Any], read: Callable[[Any], Any]) -> Later:
     except BaseException:
         _done(cursor)
         raise
-    return Later(cursor, read)  # given back once read
+    return Later(cursor, read, connection)  # given back once read
 
 
 @functools.cache
@@ -314,7 +315,8 @@ def _preparer(vendor: str, model: type[models.Model], name: str) -> Callable[[An
     if kind in ("CharField", "TextField") and not field.is_relation:
 
         def fast(value: Any) -> Any:
-            return value if value is None or type(value) is str else slow(value)
+            # A str subclass (a choices enum) is sent as it is, as CharField.to_python does.
+            return value if value is None or isinstance(value, str) else slow(value)
 
     elif kind in _int_types():
         wrap = _int_types()[kind]
@@ -339,14 +341,21 @@ def _preparer(vendor: str, model: type[models.Model], name: str) -> Callable[[An
     elif kind == "DecimalField":
 
         def fast(value: Any) -> Any:
-            return value if type(value) is Decimal and value.is_finite() else slow(value)
+            if value is None or (type(value) is Decimal and value.is_finite()):
+                return value
+            return slow(value)
 
     elif kind == "DateTimeField":
 
         def fast(value: Any) -> Any:
-            if type(value) is datetime and value.tzinfo is not None:
+            if value is None or (type(value) is datetime and value.tzinfo is not None):
                 return value
             return slow(value)
+
+    elif kind == "FloatField":
+
+        def fast(value: Any) -> Any:
+            return value if value is None or type(value) is float else slow(value)
 
     elif kind == "UUIDField":
 

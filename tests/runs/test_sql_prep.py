@@ -12,14 +12,14 @@ import pytest
 from django.db import connection
 
 from runs import sql
-from runs.models import LLMCall, Run, RunEvent, StepRun, ToolCall, TraceSequence
+from runs.models import LLMCall, Run, RunEvent, RunStatus, StepRun, ToolCall, TraceSequence
 
 pytestmark = pytest.mark.smoke
 
 MODELS = (Run, StepRun, LLMCall, ToolCall, RunEvent, TraceSequence)
 ONE = uuid.UUID("8c4c23e4-fb2c-4d69-9947-77b58a330644")
 SAMPLES = {
-    "CharField": ["abc", "", "ünïcødé", 42, None],
+    "CharField": ["abc", "", "ünïcødé", RunStatus.RUNNING, 42, None],
     "TextField": ["a longer text\nwith lines", "", None],
     "PositiveIntegerField": [0, 7, 2**31 - 1, None, True],
     "PositiveBigIntegerField": [0, 2**40, None],
