@@ -893,6 +893,16 @@ def _first_number(cursor: Any) -> int:
     return min(row[0] for row in cursor.fetchall())
 
 
+def cancel_flag(run_id: str) -> bool:
+    """Whether a cancel was asked of the run (False for no such run)."""
+    table = quote(Run._meta.db_table)
+    with _cursor() as cursor:
+        query = f"SELECT cancel_requested FROM {table} WHERE id = %s"  # noqa: S608
+        cursor.execute(query, [run_id_param(run_id)])
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
 def lock_status(run_id: str) -> str | None:
     """Lock a run's row until commit (PostgreSQL; SQLite has one writer) and read its status."""
     connection = connections[DEFAULT_DB_ALIAS]

@@ -161,6 +161,8 @@ class OrmRunStore:
         self._waiting: dict[str, RunView] = {}
         # An only child's end held back to go with its parent's next write (`_Deferred`).
         self._deferred: _Deferred | None = None
+        # A parent's start of its only child held back to go with the child's first write.
+        self._held_spawn: _HeldSpawn | None = None
 
     @contextlib.contextmanager
     def _transaction(self, run: RunView, *, careful: bool = False) -> Iterator[None]:
@@ -169,13 +171,19 @@ class OrmRunStore:
         row locks (call limits and budgets, the root run's end). A fenced write finding the
         lease lost raises LeaseLost, and nothing of the transaction is kept.
 
-        A child's end held back (`_Deferred`) goes first, with its parent's lease taken on
-        the condition that the parent is as this worker left it, when this is the parent's
-        write. If the transaction fails, the child's end is written alone, so it is never
-        lost; a refused claim then ends the parent's turn here and hints it to any worker."""
+        Writes held back go first when this is the write of the run they wait for (see
+        `_held_for`): an only child's end (`_Deferred`), with its parent's lease taken on
+        the condition that the parent is as this worker left it, then a parent's start of
+        its only child (`_HeldSpawn`). If the transaction fails, a child's end is written
+        alone, so it is never lost, and a held start is dropped: its parent is as it was
+        before it (running the step that starts the child, or waiting on the child that
+        ended) and goes to any worker."""
         careful = careful or run.limited or run.budget_anchor is not None
+        if self._held_for() not in (None, run.id):
+            self._flush()  # held for another run: written on their own first
         deferred, self._deferred = self._deferred, None
-        claim = deferred is not None and deferred.parent.id == run.id
+        spawn, self._held_spawn = self._held_spawn, None
+        claim = deferred is not None
         checks: list[Callable[[], None]] = []
         try:
             with sql.one_trip(careful=careful) as whole:
@@ -183,44 +191,77 @@ class OrmRunStore:
                 try:
                     if deferred is not None:
                         deferred.write()
-                        if claim:
-                            deferred.claim(self.owner)
+                        deferred.claim(self.owner)
+                    if spawn is not None:
+                        spawn.write()
                     yield
                 finally:
                     self._checks = None
         except BaseException as exc:
             if deferred is not None:
                 self._write_alone(deferred)
-                if claim and sql.claim_refused(exc):
-                    raise LeaseLost(
-                        f"run {run.id} changed while its child ran, or another worker holds it",
-                        wake=run.id,
-                    ) from None
-            if isinstance(exc, DatabaseError) and sql.lease_lost(exc):
+            if spawn is not None:
+                self._drop(spawn, owned=deferred is None)
+            lost = sql.claim_refused(exc) or (
+                isinstance(exc, DatabaseError) and sql.lease_lost(exc)
+            )
+            if lost and (claim or spawn is not None):
+                woken = spawn.parent.id if spawn is not None else run.id
+                raise LeaseLost(
+                    f"run {woken} changed while this worker went on, or another worker holds it",
+                    wake=woken,
+                ) from None
+            if lost:
                 raise LeaseLost(f"run {run.id} is held by another worker") from None
             raise
+        if spawn is not None:
+            _Heartbeat.stop(spawn.parent)  # its write is in: it waits, leased to nobody
         for check in checks:  # committed: the database checked the lease; read the flags
             check()
+
+    def _held_for(self) -> str | None:
+        """The run whose next write takes the writes held back: the child a held start
+        creates, else the parent a held end wakes."""
+        if self._held_spawn is not None:
+            return self._held_spawn.child_id
+        if self._deferred is not None:
+            return self._deferred.parent.id
+        return None
 
     def _write_alone(self, deferred: _Deferred) -> None:
         """A held-back child's end in a transaction of its own."""
         with self._transaction(deferred.child):
             deferred.write()
 
+    def _drop(self, spawn: _HeldSpawn, *, owned: bool) -> None:
+        """A held start that could not be written: its child never existed. The parent,
+        when this worker still holds it (not taken over from its child), is let go."""
+        self._taken.pop(spawn.child_id, None)
+        self._waiting.pop(spawn.parent.id, None)
+        _Heartbeat.stop(spawn.parent)
+        if owned:
+            with contextlib.suppress(Exception):
+                sql.release(spawn.parent.id, self.owner)
+
     def _flush(self, run: RunView | None = None) -> None:
-        """Write a held-back child's end now (before anything but the parent's next write:
-        a model or tool call, a read, the end of the parent's turn), with the parent's lease
-        when `run` is the parent."""
-        deferred = self._deferred
-        if deferred is None:
+        """Write what is held back now: before a tool call, a read, a person, the end of a
+        turn, or a write of another run. With the run it is held for (`run`), or a view of
+        it, the parent's lease is taken too; else a held end is written alone (its parent,
+        never claimed, goes to any worker) and a held start with its parent's claim."""
+        held_for = self._held_for()
+        if held_for is None:
             return
-        if run is not None and deferred.parent.id == run.id:
+        if run is not None and run.id == held_for:
             with self._transaction(run):
                 pass
-        else:
-            self._deferred = None
-            self._taken.pop(deferred.parent.id, None)
-            self._write_alone(deferred)
+            return
+        if self._held_spawn is not None:
+            with self._transaction(self._taken.get(held_for) or self._held_spawn.child):
+                pass
+            return
+        deferred, self._deferred = self._deferred, None
+        self._taken.pop(deferred.parent.id, None)
+        self._write_alone(deferred)
 
     def _settle(self, check: Callable[[], None]) -> None:
         """Run `check` once the answers it reads are in: at once, or after the transaction."""
@@ -232,8 +273,8 @@ class OrmRunStore:
     # -- lease ---------------------------------------------------------------------------------
 
     def load(self, run_id: str) -> RunView | None:
-        if self._deferred is not None and self._deferred.parent.id != run_id:
-            with contextlib.suppress(LeaseLost):  # the child is another worker's: it ends it
+        if self._held_for() not in (None, run_id):
+            with contextlib.suppress(LeaseLost):  # what was held is another worker's now
                 self._flush()
         view = self._taken.pop(run_id, None)
         if view is None:
@@ -263,6 +304,8 @@ class OrmRunStore:
         return run_id in self._taken
 
     def let_go(self, run_id: str) -> None:
+        if self._held_spawn is not None and self._held_spawn.child_id == run_id:
+            self._flush()  # the child must exist before any worker can take it
         if self._deferred is not None and self._deferred.parent.id == run_id:
             self._flush()  # the child's end alone: the parent was never claimed
             return
@@ -313,14 +356,24 @@ class OrmRunStore:
 
     def cancel_requested(self, run: RunView) -> bool:
         """Asked before each step. Every write of the run reads the flag back, and a step's
-        last act is a write, so the answer is usually at hand; else one query."""
-        if not run.cancel_requested and not run.cancel_fresh:
+        last act is a write, so the answer is usually at hand; else one query. A child whose
+        start is held back (`_hold_spawn`) takes its parent's flag as it stands before its
+        first step, as its row will take it when written."""
+        spawn = self._held_spawn
+        if spawn is not None and spawn.child is run and not run.cancel_requested:
+            run.cancel_requested = sql.cancel_flag(spawn.parent.id)
+        elif not run.cancel_requested and not run.cancel_fresh:
             run.cancel_requested = Run.objects.filter(pk=run.id, cancel_requested=True).exists()
         run.cancel_fresh = False
         return run.cancel_requested
 
     def release(self, run: RunView) -> None:
+        spawn = self._held_spawn
+        if spawn is not None and spawn.parent is run:
+            return  # its start is held back: it stays leased (and beating) until that is in
         _Heartbeat.stop(run)
+        if self._held_spawn is not None and self._held_spawn.child_id == run.id:
+            self._flush(run)  # the child's turn ended before its first write (it failed)
         deferred = self._deferred
         if deferred is not None and deferred.child is not run:
             # The parent's turn ended without a write of its own (it failed): the child's
@@ -551,122 +604,206 @@ class OrmRunStore:
     ) -> list[str]:
         self._resolve_many(run.workspace_id, [request.entity_ref for request in children])
         group = f"{children[0].step_key}#{run.iteration}#{run.attempt}/{len(children)}"
-        rows = []
         now = timezone.now()
-        reserve = _ZERO
         found = [self._resolved(run.workspace_id, r.entity_ref) for r in children]
         definitions = [pinned_definition(version.pk, entity.pk) for entity, version in found]
         # An entity's lifetime budget takes its row lock through the ORM: careful then.
         lifetimes = [lifetime_limit(child) for child in definitions]
         careful = any(limit is not None for limit in lifetimes)
+        if (
+            adopt
+            and len(children) == 1
+            and not careful
+            and not (run.cancel_requested or run.limited or run.budget_anchor)
+            and run_limits(definitions[0], "", None)["budget_usd"] is None
+            and self._held_spawn is None
+        ):
+            return self._hold_spawn(run, children, steps, events, found, definitions, group, now)
+        rows: list[dict[str, Any]] = []
         with self._transaction(run, careful=careful):
-            for request, (entity, version), child, limit in zip(
-                children, found, definitions, lifetimes, strict=True
-            ):
-                child_id, left = uuid.uuid4(), None
-                if limit is not None:  # under the entity's row lock until commit
-                    left = lifetime_left(entity.pk, limit)
-                    if left <= 0:
-                        raise lifetime_used(entity.name, limit)
-                limits = run_limits(child, str(child_id), run.budget_anchor, left)
-                limits["limited"] = limits["limited"] or run.limited
-                if limits["budget_usd"] is not None and run.budget_anchor is not None:
-                    reserve += limits["budget_usd"]
-                rows.append(
-                    {
-                        **limits,
-                        "deadline_at": run.deadline,
-                        "id": child_id,
-                        "workspace": run.workspace_id,
-                        "entity": entity.pk,
-                        "entity_version": version.pk,
-                        "parent": run.id,
-                        "root": run.trace_id,
-                        "trace_id": run.trace_id,
-                        "parent_step_key": child_step_key(
-                            request.step_key, run.iteration, run.attempt
-                        ),
-                        "state": request.state or {},
-                        "group_index": request.group_index,
-                        "spawn_group": group,
-                        "depth": run.depth + 1,
-                        "depth_limit": run.depth_limit,
-                        "lineage": [*run.lineage, run.id],
-                        "input_data": request.input,
-                        "created_by": run.created_by_id,
-                        "created_at": now,
-                        "cancel_requested": False,
-                    }
-                )
-                events.add(
-                    "run.created",
-                    run_id=str(rows[-1]["id"]),
-                    parent_id=run.id,
-                    entity=entity.name,
-                    type=entity.type,
-                )
+            reserve = self._child_rows(
+                run, children, found, definitions, lifetimes, group, now, rows, events
+            )
             steps, items = self._take_pending(run, steps, events.items)
-            # The trace's sequence row, then the runs' rows: one lock order (an entity's
-            # row, for its lifetime budget, comes before both).
-            append_events(run.trace_id, run.id, items)
-            # Children with budgets of their own set them aside at this run's anchor (seed
-            # 004): all of them or none, so siblings never overspend it together.
-            if reserve and not sql.reserve_budget(run.budget_anchor, reserve).value():
-                raise self._no_room_for_children(run, reserve)
-            # The run waits now: let go of the lease in the same write, which locks the run's
-            # row: a cancel that came first reaches the new children, which take the flag
-            # from the row as they go in; one that comes later finds them (run_cancel locks
-            # this row too).
-            self._write_run(run, lease_owner="", lease_expires_at=None)
-            run.released = True
-            flag = sql.Computed(_PARENTS_CANCEL_FLAG, (sql.run_id_param(run.id),))
-            for row in rows:
-                row["cancel_requested"] = flag
-            held = {}
-            if adopt:  # the first child is created leased to this worker, which goes on with it
-                held = {"lease_owner": self.owner, "lease_expires_at": now + lease_time()}
-            sql.insert(
-                Run, [{**_NEW_RUN, **row, **(held if i == 0 else {})} for i, row in enumerate(rows)]
-            )
-            self._write_steps(run, steps)
+            self._write_spawn(run, rows, reserve, steps, items, adopt=adopt)
         if adopt:
-            # The flag the children took from the parent's row is the one its write read
-            # back (the row locked in between).
-            first, (entity, _) = rows[0], found[0]
-            self._taken[str(first["id"])] = RunView(
-                id=str(first["id"]),
-                trace_id=run.trace_id,
-                workspace_id=run.workspace_id,
-                definition=definitions[0],
-                status=RunStatus.PENDING,
-                input=first["input_data"],
-                state=first["state"],
-                plan=None,
-                cursor=0,
-                iteration=1,
-                depth=first["depth"],
-                parent_id=run.id,
-                entity_status=entity.status,
-                depth_limit=first["depth_limit"],
-                lineage=first["lineage"],
-                parent_step_key=first["parent_step_key"],
-                spawn_group=group,
-                began_at=now,
-                created_by_id=run.created_by_id,
-                entity_id=str(entity.pk),
-                cancel_requested=run.cancel_requested,
-                cancel_fresh=True,
-                deadline=run.deadline,
-                budget_anchor=first["budget_anchor"],
-                limited=first["limited"],
-            )
-            child = self._taken[str(first["id"])]
-            _kept_json(child).update(state=child.state, dynamic_plan=None, output_data=None)
-            if len(rows) == 1 and not (run.cancel_requested or run.limited or run.budget_anchor):
-                # As written: the child's end may go with this run's next write.
-                left = self._waiting[run.id] = replace(run)
-                _kept_json(left).update(_kept_json(run))
+            self._take_child(run, rows[0], found[0][0], definitions[0], group, now)
         return [str(row["id"]) for row in rows]
+
+    def _hold_spawn(
+        self,
+        run: RunView,
+        children: list[ChildRequest],
+        steps: list[StepRecord],
+        events: Events,
+        found: list[tuple[Entity, EntityVersion]],
+        definitions: list[dict],
+        group: str,
+        now: Any,
+    ) -> list[str]:
+        """Start an only child by holding the parent's write back to go with the child's
+        first write, which this worker goes on to make: one transaction instead of two.
+        Nothing outside the database happens in between but the child's model call (a tool
+        call, a read, a person or the end of the child's turn writes it first: `_flush`);
+        should the write fail, that call is all that is lost, as with a worker that dies
+        before recording it. The parent stays leased to this worker, its lease renewed,
+        until the write is in."""
+        rows: list[dict[str, Any]] = []
+        self._child_rows(run, children, found, definitions, [None], group, now, rows, events)
+        steps, items = self._take_pending(run, steps, events.items)
+        run.released = True  # by the held write
+
+        def write() -> None:
+            self._write_spawn(run, rows, _ZERO, steps, items, adopt=True)
+
+        child = self._take_child(run, rows[0], found[0][0], definitions[0], group, now)
+        self._held_spawn = _HeldSpawn(parent=run, child=child, write=write)
+        return [child.id]
+
+    def _child_rows(
+        self,
+        run: RunView,
+        children: list[ChildRequest],
+        found: list[tuple[Entity, EntityVersion]],
+        definitions: list[dict],
+        lifetimes: list[Decimal | None],
+        group: str,
+        now: Any,
+        rows: list[dict[str, Any]],
+        events: Events,
+    ) -> Decimal:
+        """The new children's rows (into `rows`) and `run.created` events; answers what
+        their own budgets set aside at the run's anchor. A lifetime budget is read under
+        the entity's row lock: inside the transaction then."""
+        reserve = _ZERO
+        for request, (entity, version), child, limit in zip(
+            children, found, definitions, lifetimes, strict=True
+        ):
+            child_id, left = uuid.uuid4(), None
+            if limit is not None:  # under the entity's row lock until commit
+                left = lifetime_left(entity.pk, limit)
+                if left <= 0:
+                    raise lifetime_used(entity.name, limit)
+            limits = run_limits(child, str(child_id), run.budget_anchor, left)
+            limits["limited"] = limits["limited"] or run.limited
+            if limits["budget_usd"] is not None and run.budget_anchor is not None:
+                reserve += limits["budget_usd"]
+            rows.append(
+                {
+                    **limits,
+                    "deadline_at": run.deadline,
+                    "id": child_id,
+                    "workspace": run.workspace_id,
+                    "entity": entity.pk,
+                    "entity_version": version.pk,
+                    "parent": run.id,
+                    "root": run.trace_id,
+                    "trace_id": run.trace_id,
+                    "parent_step_key": child_step_key(request.step_key, run.iteration, run.attempt),
+                    "state": request.state or {},
+                    "group_index": request.group_index,
+                    "spawn_group": group,
+                    "depth": run.depth + 1,
+                    "depth_limit": run.depth_limit,
+                    "lineage": [*run.lineage, run.id],
+                    "input_data": request.input,
+                    "created_by": run.created_by_id,
+                    "created_at": now,
+                    "cancel_requested": False,
+                }
+            )
+            events.add(
+                "run.created",
+                run_id=str(child_id),
+                parent_id=run.id,
+                entity=entity.name,
+                type=entity.type,
+            )
+        return reserve
+
+    def _write_spawn(
+        self,
+        run: RunView,
+        rows: list[dict[str, Any]],
+        reserve: Decimal,
+        steps: list[StepRecord],
+        items: list[tuple[str, dict]],
+        *,
+        adopt: bool,
+    ) -> None:
+        """The statements of a spawn, inside its transaction."""
+        # The trace's sequence row, then the runs' rows: one lock order (an entity's row,
+        # for its lifetime budget, comes before both).
+        append_events(run.trace_id, run.id, items)
+        # Children with budgets of their own set them aside at this run's anchor (seed 004):
+        # all of them or none, so siblings never overspend it together.
+        if reserve and not sql.reserve_budget(run.budget_anchor, reserve).value():
+            raise self._no_room_for_children(run, reserve)
+        # The run waits now: let go of the lease in the same write, which locks the run's
+        # row: a cancel that came first reaches the new children, which take the flag from
+        # the row as they go in; one that comes later finds them (run_cancel locks this row
+        # too).
+        self._write_run(run, lease_owner="", lease_expires_at=None)
+        run.released = True
+        flag = sql.Computed(_PARENTS_CANCEL_FLAG, (sql.run_id_param(run.id),))
+        held = {}
+        if adopt:  # the first child is created leased to this worker, which goes on with it
+            held = {"lease_owner": self.owner, "lease_expires_at": timezone.now() + lease_time()}
+        sql.insert(
+            Run,
+            [
+                {**_NEW_RUN, **row, "cancel_requested": flag, **(held if i == 0 else {})}
+                for i, row in enumerate(rows)
+            ],
+        )
+        self._write_steps(run, steps)
+
+    def _take_child(
+        self,
+        run: RunView,
+        first: dict[str, Any],
+        entity: Entity,
+        definition: dict,
+        group: str,
+        now: Any,
+    ) -> RunView:
+        """The view of the first child, leased to this worker by its spawn, ready for
+        `load`. Its cancel flag is the parent's as the spawn's write read it back (the
+        parent's row locked in between); a held spawn starts only children of a run with
+        none."""
+        child = self._taken[str(first["id"])] = RunView(
+            id=str(first["id"]),
+            trace_id=run.trace_id,
+            workspace_id=run.workspace_id,
+            definition=definition,
+            status=RunStatus.PENDING,
+            input=first["input_data"],
+            state=first["state"],
+            plan=None,
+            cursor=0,
+            iteration=1,
+            depth=first["depth"],
+            parent_id=run.id,
+            entity_status=entity.status,
+            depth_limit=first["depth_limit"],
+            lineage=first["lineage"],
+            parent_step_key=first["parent_step_key"],
+            spawn_group=group,
+            began_at=now,
+            created_by_id=run.created_by_id,
+            entity_id=str(entity.pk),
+            cancel_requested=run.cancel_requested,
+            cancel_fresh=True,
+            deadline=run.deadline,
+            budget_anchor=first["budget_anchor"],
+            limited=first["limited"],
+        )
+        _kept_json(child).update(state=child.state, dynamic_plan=None, output_data=None)
+        if group.endswith("/1") and not (run.cancel_requested or run.limited or run.budget_anchor):
+            # As written: the child's end may go with this run's next write.
+            left = self._waiting[run.id] = replace(run)
+            left.__dict__["_kept_json"] = _kept_json(run)  # shared: a held write updates it
+        return child
 
     def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
         keys = [child_step_key(key, run.iteration, run.attempt) for key in step_keys]
@@ -707,6 +844,7 @@ class OrmRunStore:
             adopt
             and parent is not None
             and self._deferred is None
+            and self._held_spawn is None  # its own start first: this end goes in with it
             and run.spawn_group.endswith("/1")
             and not run.limited
             and run.budget_anchor is None
@@ -969,7 +1107,8 @@ class OrmRunStore:
     # -- calls ----------------------------------------------------------------------------------
 
     def recorded_reply(self, run: RunView, call_key: str) -> ModelReply | None:
-        self._flush(run)  # a held-back child's end first
+        if self._held_spawn is None:  # a model call may go before a held start, not an end
+            self._flush(run)
         if not run.resumed:
             return None
         row = LLMCall.objects.filter(call_key=call_key).first()
@@ -1142,7 +1281,6 @@ class OrmRunStore:
 
     def memory_read(self, run: RunView) -> list[Any]:
         """What the entity remembers, oldest first (seed 000 §3.6.2: FULL or RECENT_N)."""
-        self._flush(run)  # a held-back child's end first
         config = run.definition["capabilities"]["memory"]
         if not config.get("enabled"):
             return []
@@ -1155,10 +1293,10 @@ class OrmRunStore:
 
     def memory_write(self, run: RunView, content: Any) -> None:
         """Remember one item; the retention policy's max_items and ttl_seconds apply."""
-        self._flush(run)  # a held-back child's end first
         config = run.definition["capabilities"]["memory"]
         if not config.get("enabled"):
             return
+        self._flush(run)  # what is held back first: the item names the run
         retention = config.get("retention_policy") or {}
         ttl = retention.get("ttl_seconds")
         scope = config.get("scope", "SESSION")
@@ -1178,7 +1316,6 @@ class OrmRunStore:
                 _memory_items(run, config).exclude(pk__in=list(keep)).delete()
 
     def artifacts(self, run: RunView) -> _WorkspaceArtifacts:
-        self._flush(run)  # a held-back child's end first
         return _WorkspaceArtifacts(run.workspace_id)
 
     def child_definition(self, run: RunView, entity_ref: str) -> dict | None:
@@ -1258,6 +1395,19 @@ class OrmRunStore:
                     entity = None
             version = versions.get(entity.pk) if entity is not None else None
             cache[(workspace_id, ref)] = (entity, version) if version is not None else None
+
+
+@dataclass
+class _HeldSpawn:
+    """A parent's start of its only child held back to go with the child's first write."""
+
+    parent: RunView
+    child: RunView
+    write: Callable[[], None]  # the parent's write of the spawn, inside a transaction
+
+    @property
+    def child_id(self) -> str:
+        return self.child.id
 
 
 @dataclass
