@@ -1,7 +1,7 @@
 """Engine speed: run a generated hierarchy end to end and print what it cost.
 
     .venv/bin/python bench/engine.py --shape 10,10,10 [--links sequential|parallel]
-        [--executor sync|inline|celery] [--workers N] [--governed] [--json]
+        [--executor sync|inline|celery] [--workers N] [--governed] [--json] [--profile FILE]
 
 Builds process → agents → skills → actions of the given shape (3,2,2 is 22 nodes; 5,5,5 is
 156; 10,10,10 is 1,111). Each action makes one model call (the offline model, zero latency,
@@ -26,6 +26,7 @@ worker_peak_rss_mb (celery).
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
 import resource
@@ -151,7 +152,7 @@ COUNTED: dict[str, int] = {}  # round trips and queries over the run (sync only)
 CPU: dict[str, float] = {}  # this process's CPU time over the run (sync only)
 
 
-def run_sync(root: Entity) -> tuple[Run, int, float]:
+def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]:
     from runs.engine.core import Engine
     from runs.gateway import LiteLLMGateway
     from runs.services import run_start
@@ -254,14 +255,20 @@ def run_sync(root: Entity) -> tuple[Run, int, float]:
 
     connection.commit = counting_commit
     restore.append(lambda: delattr(connection, "commit"))
+    profiler = cProfile.Profile() if profile else None
     CPU["before"] = time.process_time()
     started = time.perf_counter()
     try:
+        if profiler is not None:
+            profiler.enable()
         run = run_start(entity=root, input_data={})
         queue.append(str(run.pk))
         while queue:
             engine.advance(queue.pop(0))
     finally:
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(profile)
         for undo in restore:
             undo()
     CPU["spent"] = time.process_time() - CPU.pop("before")
@@ -305,6 +312,11 @@ def main() -> None:
         help="give the tree a budget and call limits, to measure what enforcing them costs",
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="sync only: write a cProfile of the run itself (not the set-up) to FILE, for pstats",
+    )
     args = parser.parse_args()
     shape = [int(n) for n in args.shape.split(",")]
 
@@ -317,7 +329,7 @@ def main() -> None:
     workers: list[subprocess.Popen] = []
     queries = None
     if args.executor == "sync":
-        run, queries, wall = run_sync(root)
+        run, queries, wall = run_sync(root, args.profile)
     else:
         settings.HIERARCH_ENGINE["INLINE_WORKERS"] = args.workers
         if args.executor == "celery":

@@ -614,8 +614,9 @@ def add_counters(
     and every run with a budget above the anchor turns the call's cost from reserved into
     used (it had reserved its child's whole budget).
 
-    Answers (`Later`) the run's cancel flag and the runs whose alert threshold this call
-    crossed, or None when the lease is someone else's (nothing is written then)."""
+    Answers (`Later`) the run's cancel flag, the runs whose alert threshold this call
+    crossed and the cancel flag of every ancestor by id, or None when the lease is someone
+    else's (nothing is written then)."""
     connection = connections[DEFAULT_DB_ALIAS]
     ids = [run_id_param(value) for value in [run_id, *lineage]]
     mine = run_id_param(run_id)
@@ -642,17 +643,20 @@ def add_counters(
     return _ask(sql, params, functools.partial(_counted, cost=cost))
 
 
-def _counted(cursor: Any, *, cost: Decimal) -> tuple[bool, list[str]] | None:
+def _counted(cursor: Any, *, cost: Decimal) -> tuple[bool, list[str], dict[str, bool]] | None:
     cancelled = None
     crossed = []
+    ancestors = {}
     for row_id, is_mine, flag, total, alert in cursor.fetchall():
         if is_mine:
             cancelled = bool(flag)
+        elif row_id is not None:
+            ancestors[str(uuid.UUID(str(row_id)))] = bool(flag)
         if alert is not None:  # the write that took the cost across the threshold
             total, alert = _dollars(total), _dollars(alert)
             if total >= alert > total - cost:
                 crossed.append(str(uuid.UUID(str(row_id))))
-    return None if cancelled is None else (cancelled, crossed)
+    return None if cancelled is None else (cancelled, crossed, ancestors)
 
 
 def _dollars(value: Any) -> Decimal:

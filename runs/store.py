@@ -163,6 +163,9 @@ class OrmRunStore:
         self._deferred: _Deferred | None = None
         # A parent's start of its only child held back to go with the child's first write.
         self._held_spawn: _HeldSpawn | None = None
+        # The cancel flags of the ancestors of the run whose call this worker recorded last,
+        # as that record's commit read them back; forgotten before the next call goes out.
+        self._flags_seen: dict[str, bool] = {}
 
     @contextlib.contextmanager
     def _transaction(self, run: RunView, *, careful: bool = False) -> Iterator[None]:
@@ -281,6 +284,7 @@ class OrmRunStore:
             # Child resolutions hold for one advance only (a run this worker went on with
             # itself is part of the same advance, a second or so at most).
             self.__dict__.pop("_children", None)
+            self._flags_seen = {}
             row = self._claim(run_id).value()
             if row is None:
                 return None
@@ -357,11 +361,17 @@ class OrmRunStore:
     def cancel_requested(self, run: RunView) -> bool:
         """Asked before each step. Every write of the run reads the flag back, and a step's
         last act is a write, so the answer is usually at hand; else one query. A child whose
-        start is held back (`_hold_spawn`) takes its parent's flag as it stands before its
-        first step, as its row will take it when written."""
+        start is held back (`_hold_spawn`) takes its parent's flag, as its row will take it
+        when written: read now, or, after a sibling's call, as that call's record read back
+        every ancestor's flag (nothing was sent out since: as fresh as a run's own flag after
+        its write). A parent the worker goes on with after its child's end takes its flag
+        from there too, which is fresher than its own last write."""
+        if self._flags_seen.get(run.id):
+            run.cancel_requested = True
         spawn = self._held_spawn
         if spawn is not None and spawn.child is run and not run.cancel_requested:
-            run.cancel_requested = sql.cancel_flag(spawn.parent.id)
+            known = self._flags_seen.get(spawn.parent.id)
+            run.cancel_requested = known if known is not None else sql.cancel_flag(spawn.parent.id)
         elif not run.cancel_requested and not run.cancel_fresh:
             run.cancel_requested = Run.objects.filter(pk=run.id, cancel_requested=True).exists()
         run.cancel_fresh = False
@@ -489,8 +499,11 @@ class OrmRunStore:
         )
         self._settle(lambda: self._counted(run, counted.value()))
 
-    def _counted(self, run: RunView, answer: tuple[bool, list[str]] | None) -> None:
+    def _counted(
+        self, run: RunView, answer: tuple[bool, list[str], dict[str, bool]] | None
+    ) -> None:
         self._seen(run, None if answer is None else answer[0])
+        self._flags_seen.update(answer[2])
         if answer[1]:
             append_events(
                 run.trace_id,
@@ -1107,6 +1120,7 @@ class OrmRunStore:
     # -- calls ----------------------------------------------------------------------------------
 
     def recorded_reply(self, run: RunView, call_key: str) -> ModelReply | None:
+        self._flags_seen = {}  # a call goes out: the flags may change while it is out
         if self._held_spawn is None:  # a model call may go before a held start, not an end
             self._flush(run)
         if not run.resumed:
@@ -1214,6 +1228,7 @@ class OrmRunStore:
             self._count(run, cost=cost, tokens=tokens, llm_calls=1, reserved=reserved)
 
     def recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None:
+        self._flags_seen = {}  # a call goes out: the flags may change while it is out
         self._flush(run)  # a held-back child's end first
         if not run.resumed:
             return None

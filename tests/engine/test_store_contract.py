@@ -110,6 +110,17 @@ class _ParentCancelledWhileChildRuns(_Wrapped):
             self._world.cancel(run.parent_id)
 
 
+class _ParentFlaggedDuringToolCall(_Wrapped):
+    """A cancel of the parent lands while its first child's tool call runs, before the
+    cancel's pass over the descendants reaches the child."""
+
+    def record_tool_call(self, run: RunView, *args: Any, **kwargs: Any) -> None:
+        if run.parent_id is not None and self._world.overtaken is None:
+            self._world.flag_only(run.parent_id)
+            self._world.overtaken = (self._store, run)  # once
+        self._store.record_tool_call(run, *args, **kwargs)
+
+
 class _TimeUpAsChildEnds(_Wrapped):
     """The worker's handoff time runs out the moment a child ends."""
 
@@ -214,6 +225,7 @@ class World:
     def budget(self, run_id: str) -> tuple[Decimal | None, Decimal, Decimal]: ...
     def call_counts(self, run_id: str) -> tuple[int, int]: ...
     def cancel(self, run_id: str) -> None: ...
+    def flag_only(self, run_id: str) -> None: ...
     def let_time_pass(self, seconds: float) -> None: ...
     def approvals(self, run_id: str) -> list[dict]: ...
     def decide(self, run_id: str, decision: str = "approve", **kwargs: Any) -> None: ...
@@ -324,6 +336,11 @@ class MemoryWorld(World):
 
     def cancel(self, run_id: str) -> None:
         self.store.cancel(run_id)
+
+    def flag_only(self, run_id: str) -> None:
+        """The run's cancel flag alone, as a cancel sets it before its descendants'."""
+        with self.store._world.lock:
+            self.store._world.runs[run_id].cancel_requested = True
 
     def let_time_pass(self, seconds: float) -> None:
         self.clock.advance(seconds)
@@ -436,6 +453,10 @@ class OrmWorld(World):
 
     def cancel(self, run_id: str) -> None:
         run_cancel(run=self._run(run_id))
+
+    def flag_only(self, run_id: str) -> None:
+        """The run's cancel flag alone, as a cancel sets it before its descendants'."""
+        Run.objects.filter(pk=run_id).update(cancel_requested=True)
 
     def approvals(self, run_id: str) -> list[dict]:
         return [
@@ -717,6 +738,54 @@ def test_with_handoff_a_parent_cancelled_while_its_child_ran_starts_no_new_child
     assert world.status(run) == "CANCELLED"
     # The step that waited on the child ends with the run, as when nobody went on with it.
     assert world.step_statuses(run) == [("c1", 1, "CANCELLED")]
+
+
+def test_with_handoff_a_cancel_that_lands_during_a_childs_tool_call_costs_its_sibling_no_call(
+    stepwise_world,
+):
+    world = stepwise_world
+    world.add("c1", tools=[render_tool()], planning=render_plan("done"))
+    world.add("c2", io_contract=io(None, ok="boolean"))
+    world.add("cp", "AGENT", children=["c1", "c2"])
+    world.handoff_s = 3600.0
+    run = world.start("cp", {})
+    world.wrap_next = _ParentFlaggedDuringToolCall
+    world.advance(world.queue.pop(0))
+    world.advance_all()
+
+    assert world.status(run) == "CANCELLED", world.error(run)
+    first, *others = world.children(run)
+    assert world.status(first) == "COMPLETED"  # its tool call was in flight: it finished
+    # The worker went on with the parent as it left it; the next child, if it started,
+    # took the flag the tool call's record read back and made no model call.
+    for other in others:
+        assert world.status(other) == "CANCELLED"
+        assert world.model_call_count(other) == 0
+
+
+@pytest.mark.django_db
+def test_with_handoff_a_next_childs_cancel_check_costs_no_statement(acme, monkeypatch):
+    """A child started after its sibling's recorded tool call takes the parent's cancel
+    flag from that record's answer: the check before its first step reads nothing (the
+    first child, after no call, reads it)."""
+    from runs import sql
+
+    reads: list[str] = []
+    read = sql.cancel_flag
+    monkeypatch.setattr(sql, "cancel_flag", lambda run_id: reads.append(run_id) or read(run_id))
+    world = OrmWorld(acme)
+    world.handoff_s = 3600.0
+    world.add("c1", tools=[render_tool()], planning=render_plan("one"))
+    world.add("c2", tools=[render_tool()], planning=render_plan("two"))
+    world.add("c3", io_contract=io(None, ok="boolean"))
+    world.add("cp", "AGENT", children=["c1", "c2", "c3"])
+    run = world.start("cp", {})
+    world.advance_all()
+
+    assert world.status(run) == "COMPLETED", world.error(run)
+    *_, last = world.children(run)
+    assert world.model_call_count(last) == 1
+    assert reads == [run]
 
 
 def test_with_handoff_the_end_of_a_child_is_written_when_the_time_is_up_as_it_ends(
