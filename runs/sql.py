@@ -841,31 +841,41 @@ def _insert_sql(
 def append_events(
     trace_id: str, run_id: str, items: list[tuple[str, dict]], now: datetime
 ) -> Later:
-    """Number and insert a trace's events; answer (`Later`) the first number. The trace's
-    sequence row (made on its first events) holds its lock until commit, so a trace's
-    events commit in the order of their numbers."""
+    """Number and insert a trace's events of one run; answer (`Later`) the first number."""
+    return append_rows(trace_id, [(run_id, kind, payload) for kind, payload in items], now)
+
+
+def append_rows(trace_id: str, rows: list[tuple[str, str, dict]], now: datetime) -> Later:
+    """Number and insert a trace's events, each `(run_id, type, payload)`, in one statement;
+    answer (`Later`) the first number. The trace's sequence row (made on its first events)
+    holds its lock until commit, so a trace's events commit in the order of their
+    numbers."""
     connection = connections[DEFAULT_DB_ALIAS]
     sequences = quote(TraceSequence._meta.db_table)
     events = quote(RunEvent._meta.db_table)
     trace = prep(TraceSequence, "trace_id", trace_id)
     created = prep(RunEvent, "created_at", now)
-    run = prep(RunEvent, "run", run_id)
-    count = len(items)
+    count = len(rows)
     if connection.vendor == "postgresql":
         # One statement: take the numbers (making the trace's row on its first events) and
         # insert the rows.
-        values = ", ".join(["(%s, %s, %s)"] * count)
+        values = ", ".join(["(%s, %s, %s, %s)"] * count)
         sql = (
             f"WITH s AS (INSERT INTO {sequences} AS q (trace_id, last_seq) "  # noqa: S608
             "VALUES (%s, %s) ON CONFLICT (trace_id) DO UPDATE "
             "SET last_seq = q.last_seq + EXCLUDED.last_seq RETURNING last_seq) "
             f"INSERT INTO {events} (trace_id, seq, run_id, type, payload, created_at) "
-            f"SELECT %s, s.last_seq - %s + v.n, %s, v.type, v.payload, %s "
-            f"FROM s, (VALUES {values}) AS v(n, type, payload) RETURNING seq"
+            f"SELECT %s, s.last_seq - %s + v.n, v.run_id, v.type, v.payload, %s "
+            f"FROM s, (VALUES {values}) AS v(n, run_id, type, payload) RETURNING seq"
         )
-        params: list[Any] = [trace, count, trace, count, run, created]
-        for index, (kind, payload) in enumerate(items, start=1):
-            params += [index, kind, prep(RunEvent, "payload", payload)]
+        params: list[Any] = [trace, count, trace, count, created]
+        for index, (run_id, kind, payload) in enumerate(rows, start=1):
+            params += [
+                index,
+                prep(RunEvent, "run", run_id),
+                kind,
+                prep(RunEvent, "payload", payload),
+            ]
         return _ask(sql, params, _first_number)
     with _cursor() as cursor:
         cursor.execute(
@@ -887,7 +897,7 @@ def append_events(
                 "payload": payload,
                 "created_at": now,
             }
-            for index, (kind, payload) in enumerate(items)
+            for index, (run_id, kind, payload) in enumerate(rows)
         ],
     )
     return Later.known(first)

@@ -168,7 +168,14 @@ class OrmRunStore:
         self._flags_seen: dict[str, bool] = {}
 
     @contextlib.contextmanager
-    def _transaction(self, run: RunView, *, careful: bool = False) -> Iterator[None]:
+    def _transaction(
+        self,
+        run: RunView,
+        *,
+        careful: bool = False,
+        items: list[tuple[str, dict]] | None = None,
+        steps: list[StepRecord] | None = None,
+    ) -> Iterator[None]:
         """One transaction of the run's: sent whole, in one round trip, where it can be
         (`sql.one_trip`); `careful` when it needs answers before it commits or the ORM's
         row locks (call limits and budgets, the root run's end). A fenced write finding the
@@ -180,7 +187,11 @@ class OrmRunStore:
         its only child (`_HeldSpawn`). If the transaction fails, a child's end is written
         alone, so it is never lost, and a held start is dropped: its parent is as it was
         before it (running the step that starts the child, or waiting on the child that
-        ended) and goes to any worker."""
+        ended) and goes to any worker.
+
+        The events of the run (`items`) and of what is held back go in the transaction's
+        first statement (the trace's sequence row before any run's row: one lock order), and
+        their step records (`steps`) in its last."""
         careful = careful or run.limited or run.budget_anchor is not None
         if self._held_for() not in (None, run.id):
             self._flush()  # held for another run: written on their own first
@@ -192,12 +203,30 @@ class OrmRunStore:
             with sql.one_trip(careful=careful) as whole:
                 self._checks = checks if whole else None
                 try:
+                    self._append(
+                        [
+                            (held.trace_id, held.id, held_items)
+                            for held, held_items in (
+                                (deferred and deferred.child, deferred and deferred.items),
+                                (spawn and spawn.parent, spawn and spawn.items),
+                                (run, items),
+                            )
+                            if held_items
+                        ]
+                    )
                     if deferred is not None:
                         deferred.write()
                         deferred.claim(self.owner)
                     if spawn is not None:
                         spawn.write()
                     yield
+                    self._write_step_rows(
+                        [
+                            *(self._step_rows(deferred.child, deferred.steps) if deferred else []),
+                            *(self._step_rows(spawn.parent, spawn.steps) if spawn else []),
+                            *self._step_rows(run, steps or []),
+                        ]
+                    )
                 finally:
                     self._checks = None
         except BaseException as exc:
@@ -233,8 +262,17 @@ class OrmRunStore:
 
     def _write_alone(self, deferred: _Deferred) -> None:
         """A held-back child's end in a transaction of its own."""
-        with self._transaction(deferred.child):
+        with self._transaction(deferred.child, items=deferred.items, steps=deferred.steps):
             deferred.write()
+
+    @staticmethod
+    def _append(runs_items: list[tuple[str, str, list[tuple[str, dict]]]]) -> None:
+        """The events of several runs, `(trace_id, run_id, items)`: one statement a trace."""
+        by_trace: dict[str, list[tuple[str, str, dict]]] = {}
+        for trace_id, run_id, items in runs_items:
+            by_trace.setdefault(trace_id, []).extend((run_id, k, p) for k, p in items)
+        for trace_id, rows in by_trace.items():
+            append_event_rows(trace_id, rows)
 
     def _drop(self, spawn: _HeldSpawn, *, owned: bool) -> None:
         """A held start that could not be written: its child never existed. The parent,
@@ -443,33 +481,40 @@ class OrmRunStore:
 
     def _write_steps(self, run: RunView, steps: list[StepRecord]) -> None:
         """Insert or update the step records in one statement."""
-        if not steps:
-            return
+        self._write_step_rows(self._step_rows(run, steps))
+
+    @staticmethod
+    def _step_rows(run: RunView, steps: list[StepRecord]) -> list[dict[str, Any]]:
         now = timezone.now()
-        sql.insert(
-            StepRun,
-            [
-                {
-                    "run": run.id,
-                    "step_key": step.key,
-                    "iteration": step.iteration,
-                    "attempt": step.attempt,
-                    "position": step.position,
-                    "name": step.name[:200],
-                    "type": step.type,
-                    "status": step.status,
-                    "input": step.input,
-                    "output": step.output,
-                    "error_code": step.error_code,
-                    "error_message": step.error_message[:10_000],
-                    "started_at": step.started_at or now,
-                    "finished_at": now if step.status in _STEP_DONE else None,
-                }
-                for step in steps
-            ],
-            conflict=("run", "step_key", "iteration", "attempt"),
-            update=_STEP_UPDATED,
-        )
+        return [
+            {
+                "run": run.id,
+                "step_key": step.key,
+                "iteration": step.iteration,
+                "attempt": step.attempt,
+                "position": step.position,
+                "name": step.name[:200],
+                "type": step.type,
+                "status": step.status,
+                "input": step.input,
+                "output": step.output,
+                "error_code": step.error_code,
+                "error_message": step.error_message[:10_000],
+                "started_at": step.started_at or now,
+                "finished_at": now if step.status in _STEP_DONE else None,
+            }
+            for step in steps
+        ]
+
+    @staticmethod
+    def _write_step_rows(rows: list[dict[str, Any]]) -> None:
+        if rows:
+            sql.insert(
+                StepRun,
+                rows,
+                conflict=("run", "step_key", "iteration", "attempt"),
+                update=_STEP_UPDATED,
+            )
 
     def _count(
         self,
@@ -584,19 +629,14 @@ class OrmRunStore:
 
     def save(self, run: RunView, *, steps: list[StepRecord], events: Events) -> None:
         steps, items = self._take_pending(run, steps, events.items)
-        with self._transaction(run):
-            # The trace's sequence row first, the runs' rows after: one lock order.
-            append_events(run.trace_id, run.id, items)
+        with self._transaction(run, items=items, steps=steps):
             self._write_run(run)
-            self._write_steps(run, steps)
 
     def schedule(
         self, run: RunView, delay_s: float, *, steps: list[StepRecord], events: Events
     ) -> None:
         steps, items = self._take_pending(run, steps, events.items)
-        with self._transaction(run):
-            # The trace's sequence row first, the runs' rows after: one lock order.
-            append_events(run.trace_id, run.id, items)
+        with self._transaction(run, items=items, steps=steps):
             self._write_run(
                 run,
                 wake_at=timezone.now() + timedelta(seconds=delay_s),
@@ -604,7 +644,6 @@ class OrmRunStore:
                 lease_expires_at=None,
             )
             run.released = True
-            self._write_steps(run, steps)
 
     def spawn(
         self,
@@ -666,11 +705,13 @@ class OrmRunStore:
         steps, items = self._take_pending(run, steps, events.items)
         run.released = True  # by the held write
 
-        def write() -> None:
-            self._write_spawn(run, rows, _ZERO, steps, items, adopt=True)
+        def write() -> None:  # its events and step records go with the transaction's own
+            self._write_spawn(run, rows, _ZERO, [], [], adopt=True)
 
         child = self._take_child(run, rows[0], found[0][0], definitions[0], group, now)
-        self._held_spawn = _HeldSpawn(parent=run, child=child, write=write)
+        self._held_spawn = _HeldSpawn(
+            parent=run, child=child, write=write, items=items, steps=steps
+        )
         return [child.id]
 
     def _child_rows(
@@ -864,9 +905,7 @@ class OrmRunStore:
         ):
             return self._defer_end(run, parent, steps, items, now)
         # A root run's end uses the ORM (memory, webhooks): careful.
-        with self._transaction(run, careful=run.parent_id is None):
-            # The trace's sequence row first, the runs' rows after: one lock order.
-            append_events(run.trace_id, run.id, items)
+        with self._transaction(run, careful=run.parent_id is None, items=items, steps=steps):
             self._write_run(
                 run,
                 completed_at=now,
@@ -874,7 +913,6 @@ class OrmRunStore:
                 lease_owner="",
                 lease_expires_at=None,
             )
-            self._write_steps(run, steps)
             if run.parent_id is not None and run.budget_anchor == run.id:
                 sql.return_budget(run.id, run.parent_id)  # what it did not use goes back
             if run.parent_id is None:
@@ -920,8 +958,7 @@ class OrmRunStore:
         happens in between: a model or tool call, a read, or the parent's turn ending writes
         the child's end first (`_flush`)."""
 
-        def write() -> None:
-            append_events(run.trace_id, run.id, items)
+        def write() -> None:  # its events and step records go with the transaction's own
             self._write_run(
                 run,
                 completed_at=now,
@@ -929,9 +966,8 @@ class OrmRunStore:
                 lease_owner="",
                 lease_expires_at=None,
             )
-            self._write_steps(run, steps)
 
-        self._deferred = _Deferred(child=run, parent=parent, write=write)
+        self._deferred = _Deferred(child=run, parent=parent, write=write, items=items, steps=steps)
         view = replace(
             parent,
             released=False,
@@ -1184,12 +1220,9 @@ class OrmRunStore:
         reserved: Decimal | None,
     ) -> None:
         cost = to_micros(reply.cost_usd)  # as the cost columns keep it, everywhere alike
-        with self._transaction(run):
-            # The trace's sequence row first, the runs' rows after: one lock order.
-            append_events(run.trace_id, run.id, items)
+        with self._transaction(run, items=items, steps=steps):
             if steps or len(items) > 1:  # the engine buffered changes of the run too
                 self._write_run(run)
-                self._write_steps(run, steps)
             # The call's unique key stops a late worker here; the counters' write checks the
             # lease.
             sql.insert(
@@ -1255,12 +1288,9 @@ class OrmRunStore:
             "latency_ms": result.latency_ms if result else 0,
         }
         steps, items = self._take_pending(run, [], [("tool.call", event)])
-        with self._transaction(run):
-            # The trace's sequence row first, the runs' rows after: one lock order.
-            append_events(run.trace_id, run.id, items)
+        with self._transaction(run, items=items, steps=steps):
             if steps or len(items) > 1:  # the engine buffered changes of the run too
                 self._write_run(run)
-                self._write_steps(run, steps)
             # One statement: a replay after a crash may write the same key again.
             sql.insert(
                 ToolCall,
@@ -1419,6 +1449,8 @@ class _HeldSpawn:
     parent: RunView
     child: RunView
     write: Callable[[], None]  # the parent's write of the spawn, inside a transaction
+    items: list[tuple[str, dict]]  # the parent's events, in the transaction's first statement
+    steps: list[StepRecord]  # the parent's step records, in the transaction's last
 
     @property
     def child_id(self) -> str:
@@ -1432,6 +1464,8 @@ class _Deferred:
     child: RunView
     parent: RunView  # as this worker left it waiting
     write: Callable[[], None]  # the child's end, inside a transaction
+    items: list[tuple[str, dict]]  # the child's events, in the transaction's first statement
+    steps: list[StepRecord]  # the child's step records, in the transaction's last
 
     def claim(self, owner: str) -> None:
         now = timezone.now()
@@ -1612,16 +1646,22 @@ _STEP_UPDATED = (
 
 def append_events(trace_id: str, run_id: str, items: list[tuple[str, dict]]) -> None:
     """Append events with the trace's next sequence numbers; send them after commit."""
-    if not items:
+    append_event_rows(trace_id, [(run_id, kind, payload) for kind, payload in items])
+
+
+def append_event_rows(trace_id: str, rows: list[tuple[str, str, dict]]) -> None:
+    """`append_events` for the events of several runs of a trace, each `(run_id, type,
+    payload)`: one statement."""
+    if not rows:
         return
-    first = sql.append_events(trace_id, run_id, items, timezone.now())
+    first = sql.append_rows(trace_id, rows, timezone.now())
 
     def sent() -> None:  # the numbers are in by then, even from a pipeline
         _broadcast(
             str(trace_id),
             [
                 {"seq": first.value() + i, "run_id": str(run_id), "type": kind, "payload": payload}
-                for i, (kind, payload) in enumerate(items)
+                for i, (run_id, kind, payload) in enumerate(rows)
             ],
         )
 
