@@ -65,6 +65,7 @@ _MICRO = Decimal("0.000001")
 log = logging.getLogger(__name__)
 _DEFINITIONS: OrderedDict[tuple[int, str], dict] = OrderedDict()
 _DEFINITIONS_LOCK = threading.Lock()
+_DEFINITIONS_KEPT = 2048  # versions' definitions kept per process (a few KB each)
 
 
 def pinned_definition(version_id: int, entity_id: Any) -> dict:
@@ -79,7 +80,7 @@ def pinned_definition(version_id: int, entity_id: Any) -> dict:
     definition = EntityVersion.objects.values_list("definition", flat=True).get(pk=version_id)
     with _DEFINITIONS_LOCK:
         _DEFINITIONS[key] = definition
-        while len(_DEFINITIONS) > 2048:
+        while len(_DEFINITIONS) > _DEFINITIONS_KEPT:
             _DEFINITIONS.popitem(last=False)
     return definition
 
@@ -688,7 +689,7 @@ class OrmRunStore:
         children: list[ChildRequest],
         steps: list[StepRecord],
         events: Events,
-        found: list[tuple[Entity, EntityVersion]],
+        found: list[tuple[_Child, _Version]],
         definitions: list[dict],
         group: str,
         now: Any,
@@ -718,7 +719,7 @@ class OrmRunStore:
         self,
         run: RunView,
         children: list[ChildRequest],
-        found: list[tuple[Entity, EntityVersion]],
+        found: list[tuple[_Child, _Version]],
         definitions: list[dict],
         lifetimes: list[Decimal | None],
         group: str,
@@ -816,7 +817,7 @@ class OrmRunStore:
         self,
         run: RunView,
         first: dict[str, Any],
-        entity: Entity,
+        entity: _Child,
         definition: dict,
         group: str,
         now: Any,
@@ -1376,7 +1377,7 @@ class OrmRunStore:
                 found[ref] = definition
         return found
 
-    def _resolved(self, workspace_id: int, ref: str) -> tuple[Entity, EntityVersion] | None:
+    def _resolved(self, workspace_id: int, ref: str) -> tuple[_Child, _Version] | None:
         """A child entity and its current version, resolved once per advance."""
         self._resolve_many(workspace_id, [ref])
         return self._children[(workspace_id, ref)]
@@ -1412,25 +1413,31 @@ class OrmRunStore:
                 "ORDER BY v.created_at DESC, v.id DESC LIMIT 1)"
             ),
         )
-        entities = [Entity(workspace_id=workspace_id, **values) for values, _ in found]
+        entities = [_Child(pk=values.pop("id"), **values) for values, _ in found]
         versions = {
-            entity.pk: EntityVersion(pk=newest, entity_id=entity.pk)
+            entity.pk: _Version(pk=newest, entity_id=entity.pk)
             for entity, (_, (newest,)) in zip(entities, found, strict=True)
             if newest is not None
         }
-        by_ref: dict[str, Entity] = {}
+        by_ref: dict[str, _Child] = {}
         for entity in entities:
             for key in (str(entity.pk), entity.external_id, entity.name):
                 if key:
                     by_ref.setdefault(key, entity)
         uncached = [v.pk for v in versions.values() if (v.pk, str(v.entity_id)) not in _DEFINITIONS]
         if uncached:
-            rows = EntityVersion.objects.filter(pk__in=uncached).values_list(
-                "pk", "entity_id", "definition"
+            rows = sql.select(
+                EntityVersion,
+                ("id", "entity", "definition"),
+                f"id IN ({sql.marks(uncached)})",
+                [sql.prep(EntityVersion, "id", pk) for pk in uncached],
             )
             with _DEFINITIONS_LOCK:
-                for pk, entity_id, definition in rows:
-                    _DEFINITIONS[(pk, str(entity_id))] = definition
+                for values, _ in rows:
+                    key = (values["id"], str(values["entity"]))
+                    _DEFINITIONS[key] = values["definition"]
+                while len(_DEFINITIONS) > _DEFINITIONS_KEPT:
+                    _DEFINITIONS.popitem(last=False)
         for ref in missing:
             entity = by_ref.get(str(ref))
             if entity is None:
@@ -1440,6 +1447,25 @@ class OrmRunStore:
                     entity = None
             version = versions.get(entity.pk) if entity is not None else None
             cache[(workspace_id, ref)] = (entity, version) if version is not None else None
+
+
+@dataclass(slots=True)
+class _Child:
+    """A child entity as a spawn needs it (resolved by `_resolve_many`)."""
+
+    pk: Any
+    external_id: str | None
+    name: str
+    type: str
+    status: str
+
+
+@dataclass(slots=True)
+class _Version:
+    """The current version of a child entity (its definition: `pinned_definition`)."""
+
+    pk: int
+    entity_id: Any
 
 
 @dataclass
