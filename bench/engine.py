@@ -188,11 +188,12 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
 
     safety.scan("warm up: +44 20 7946 0958", ["PII"])  # the PII scanner's data, loaded once
     # Round trips: each exchange with the database the engine waits for. A statement, a BEGIN
-    # and a COMMIT each, except in a pipeline (PostgreSQL), where statements are only queued
+    # and a COMMIT each, except in a pipeline (PostgreSQL), where statements are only sent
     # and the wait comes once, when the pipeline syncs or its answers are fetched. Queries:
-    # every statement sent, BEGIN and COMMIT included. Counted under psycopg's cursors (a
-    # Django execute wrapper would put the engine's statements through Django's cursor
-    # wrapper, runs/sql.py, and measure that instead), and under Django's on SQLite.
+    # every statement sent, BEGIN and COMMIT included. Counted under runs/sql.py's batches
+    # and psycopg's cursors (a Django execute wrapper would put the engine's statements
+    # through Django's cursor wrapper, runs/sql.py, and measure that instead), and under
+    # Django's on SQLite.
     counted = {"round_trips": 0, "queries": 0}
     connection.ensure_connection()
     raw = connection.connection if connection.vendor == "postgresql" else None
@@ -246,6 +247,39 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
         pipelines._sync_gen, pipelines._fetch_gen = counting_sync_gen, counting_fetch_gen
         restore.append(lambda: setattr(pipelines, "_sync_gen", sync_gen))
         restore.append(lambda: setattr(pipelines, "_fetch_gen", fetch_gen))
+        # The engine's transactions (runs/sql.py `_Batch`): each statement, BEGIN and COMMIT
+        # sent; a round trip each time the batch syncs.
+        from runs import sql
+
+        batch_send, batch_open, batch_sync = sql._Batch.send, sql._Batch._open, sql._sync
+
+        def counting_send(self, statement):  # noqa: ANN001, ANN202
+            counted["queries"] += 1
+            return batch_send(self, statement)
+
+        def counting_open(self):  # noqa: ANN001, ANN202
+            counted["queries"] += not self.begun
+            return batch_open(self)
+
+        def counting_batch_sync(pgconn):  # noqa: ANN001, ANN202
+            counted["round_trips"] += 1
+            return batch_sync(pgconn)
+
+        def counting_flush(self, *, commit=False):  # noqa: ANN001, ANN202
+            counted["queries"] += commit
+            return batch_flush(self, commit=commit)
+
+        batch_flush = sql._Batch.flush
+        sql._Batch.send, sql._Batch._open, sql._sync = (
+            counting_send,
+            counting_open,
+            counting_batch_sync,
+        )
+        sql._Batch.flush = counting_flush
+        restore.append(lambda: setattr(sql._Batch, "send", batch_send))
+        restore.append(lambda: setattr(sql._Batch, "_open", batch_open))
+        restore.append(lambda: setattr(sql._Batch, "flush", batch_flush))
+        restore.append(lambda: setattr(sql, "_sync", batch_sync))
     commit = connection.commit
 
     def counting_commit() -> None:

@@ -13,17 +13,21 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import itertools
 import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from decimal import Decimal
+from select import select as _wait_for
 from typing import Any
 
 import psycopg
+import psycopg.adapt
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
+from psycopg import pq
 
 from runs.models import Run, RunEvent, TraceSequence
 
@@ -61,6 +65,9 @@ def _open_cursor(connection: Any) -> Any:
         "PREPARE_STATEMENTS", True
     ):
         return connection.cursor()
+    batch = getattr(_batching, "batch", None)
+    if batch is not None and batch.connection is connection:
+        return batch.cursor()  # inside `one_trip`: kept for the batch
     connection.ensure_connection()
     raw = connection.connection
     if raw.prepare_threshold is None:
@@ -107,6 +114,211 @@ class _PreparingCursor(psycopg.Cursor):
 
 
 _batching = threading.local()  # Django's connections are per thread, and so are these
+
+
+class _Batch:
+    """One transaction's statements in libpq's pipeline mode (see `one_trip`).
+
+    psycopg's pipeline polls the socket after each statement to send it and read what came
+    back: most of what a statement costs the worker. Here each statement (prepared on its
+    first use on the connection) is handed to libpq, which sends what the socket takes at
+    once, so the server works on it while the worker builds the next; answers are read only
+    when needed (a read inside the block, any other statement on the connection, the
+    block's end), after a sync, all together. A failed statement fails the rest (the server
+    aborts the transaction) and is raised as psycopg's error for it.
+
+    Values are dumped by psycopg's own Transformer with the connection's adapters (Django's
+    among them), and rows loaded the same way: what its cursors would send and answer."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+        self.raw = connection.connection
+        self.pgconn = self.raw.pgconn
+        self.sent: list[_BatchCursor | str] = []  # what answers are awaited, in order
+        self.preparing: dict[tuple[str, tuple], str] = {}
+        self.begun = False
+        self.prepared = _prepared.setdefault(self.raw, {})
+        self.transformer = _transformer(self.raw)
+
+    def cursor(self) -> _BatchCursor:
+        return _BatchCursor(self)
+
+    def send(self, statement: _BatchCursor) -> None:
+        pg = self.pgconn
+        self._open()
+        # Prepared for the values' types, as psycopg keys its own statements.
+        key = (statement.sql, statement.types)
+        name = self.prepared.get(key) or self.preparing.get(key)
+        if name is None:
+            name = f"_hr_{next(_names)}"  # never one the connection may have
+            pg.send_prepare(name.encode(), statement.query, param_types=statement.types)
+            self.preparing[key] = name
+            self.sent.append(name)
+        pg.send_query_prepared(name.encode(), statement.params, param_formats=statement.formats)
+        self.sent.append(statement)
+        pg.flush()  # what the socket takes now; the rest goes with the sync
+
+    def _open(self) -> None:
+        pg = self.pgconn
+        if not pg.pipeline_status:
+            pg.enter_pipeline_mode()
+        if not self.begun:
+            pg.send_query_params(b"BEGIN", None)
+            self.sent.append("BEGIN")
+            self.begun = True
+
+    def abandon(self) -> None:
+        """After the block raised: what was sent, synced and its answers dropped (the
+        transaction is rolled back after)."""
+        pg = self.pgconn
+        sent, self.sent = self.sent, []
+        preparing, self.preparing = self.preparing, {}
+        if pg.pipeline_status:
+            try:
+                pg.pipeline_sync()
+                answers = _sync(pg)
+            finally:
+                pg.exit_pipeline_mode()
+            self._prepared(sent, answers, preparing)
+
+    def _prepared(
+        self,
+        sent: list[_BatchCursor | str],
+        answers: list[list[Any]],
+        preparing: dict[tuple[str, tuple], str],
+    ) -> None:
+        """Keep the statements prepared: on the connection whatever the transaction does."""
+        done = {
+            waiting
+            for waiting, results in zip(sent, answers, strict=False)
+            if isinstance(waiting, str) and results[-1].status == pq.ExecStatus.COMMAND_OK
+        }
+        self.prepared.update((key, name) for key, name in preparing.items() if name in done)
+
+    def flush(self, *, commit: bool = False) -> None:
+        """Sync (with COMMIT first when `commit`) and read every answer awaited; raise the
+        first failure."""
+        pg = self.pgconn
+        if commit:
+            self._open()
+            pg.send_query_params(b"COMMIT", None)
+            self.sent.append("COMMIT")
+        if not self.sent:
+            return
+        sent, self.sent = self.sent, []
+        preparing, self.preparing = self.preparing, {}
+        try:
+            pg.pipeline_sync()
+            answers = _sync(pg)
+        finally:
+            if pg.pipeline_status:
+                pg.exit_pipeline_mode()
+        failure = None
+        for waiting, results in zip(sent, answers, strict=False):
+            result = results[-1]
+            status = result.status
+            if status == pq.ExecStatus.FATAL_ERROR:
+                if failure is None:
+                    failure = psycopg.errors.error_from_result(result, encoding=pg._encoding)
+            elif status == pq.ExecStatus.PIPELINE_ABORTED:
+                continue
+            elif isinstance(waiting, _BatchCursor):
+                waiting.answer(result)
+        self._prepared(sent, answers, preparing)
+        if failure is not None:
+            raise failure
+
+
+class _BatchCursor:
+    """A statement of a `_Batch`, answering like a cursor once the batch is sent."""
+
+    __slots__ = ("_rows", "batch", "formats", "params", "query", "rowcount", "sql", "types")
+
+    def __init__(self, batch: _Batch) -> None:
+        self.batch = batch
+        self._rows: list[tuple] | None = None
+        self.rowcount = -1
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        tx = self.batch.transformer
+        self.sql = sql
+        self.query = _numbered(sql)
+        self.params = tx.dump_sequence(params, [_AUTO] * len(params))
+        self.types, self.formats = tx.types, tx.formats
+        self.batch.send(self)
+
+    def answer(self, result: Any) -> None:
+        tx = self.batch.transformer
+        tx.set_pgresult(result)
+        self._rows = tx.load_rows(0, result.ntuples, tuple) if result.ntuples else []
+        self.rowcount = result.command_tuples if result.command_tuples is not None else -1
+
+    def _answered(self) -> list[tuple]:
+        if self._rows is None:
+            self.batch.flush()
+        return self._rows or []
+
+    def fetchall(self) -> list[tuple]:
+        return self._answered()
+
+    def fetchone(self) -> tuple | None:
+        rows = self._answered()
+        return rows[0] if rows else None
+
+    def close(self) -> None:
+        pass
+
+
+def _sync(pg: Any) -> list[list[Any]]:
+    """Send what libpq holds and read every query's results up to the pipeline's sync
+    (psycopg's loop, with the waits in `select`, which lets go of the GIL)."""
+    answers: list[list[Any]] = []
+    current: list[Any] = []
+    socket = pg.socket
+    while pg.flush():  # reading meanwhile: a server blocked on its answers takes no more
+        readable, _, _ = _wait_for([socket], [socket], [])
+        if readable:
+            pg.consume_input()
+    while True:
+        while pg.is_busy():
+            _wait_for([socket], [], [])
+            pg.consume_input()
+        result = pg.get_result()
+        if result is None:
+            if current:
+                answers.append(current)
+                current = []
+            continue
+        if result.status == pq.ExecStatus.PIPELINE_SYNC:
+            return answers
+        current.append(result)
+
+
+@functools.lru_cache(maxsize=512)
+def _numbered(sql: str) -> bytes:
+    """`%s` placeholders as PostgreSQL's `$1, $2, …` (these statements use no other `%`)."""
+    parts = sql.split("%s")
+    return "".join(
+        part + (f"${index}" if index < len(parts) else "")
+        for index, part in enumerate(parts, start=1)
+    ).encode()
+
+
+def _transformer(raw: Any) -> Any:
+    found = _transformers.get(raw)
+    if found is None:
+        found = _transformers[raw] = psycopg.adapt.Transformer(raw)
+    return found
+
+
+# Per connection: the statements this module prepared on it ((text, types) → name), and a
+# Transformer that keeps the dumpers and loaders it found.
+_prepared: weakref.WeakKeyDictionary[Any, dict[tuple[str, tuple], str]] = (
+    weakref.WeakKeyDictionary()
+)
+_transformers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_AUTO = psycopg.adapt.PyFormat.AUTO
+_names = itertools.count()
 
 LEASE_LOST = "HR001"  # the SQLSTATE of hierarch_lease_lost() (migration runs/0012)
 
@@ -168,6 +380,14 @@ def one_trip(*, careful: bool = False) -> Iterator[bool]:
     connection.ensure_connection()
     raw = connection.connection
     hooks: list[Callable[[], None]] = []
+    if not (
+        connection.queries_logged or connection.execute_wrappers
+    ) and settings.HIERARCH_ENGINE.get("PREPARE_STATEMENTS", True):
+        with _batched(connection, raw, hooks):
+            yield True
+        for hook in hooks:
+            hook()
+        return
     _batching.active, _batching.hooks = True, hooks
     try:
         with connection.wrap_database_errors:
@@ -193,6 +413,33 @@ def one_trip(*, careful: bool = False) -> Iterator[bool]:
         _batching.active, _batching.hooks = False, None
     for hook in hooks:
         hook()
+
+
+@contextlib.contextmanager
+def _batched(connection: Any, raw: Any, hooks: list[Callable[[], None]]) -> Iterator[None]:
+    """`one_trip`'s block as a `_Batch`: sent when an answer is read, before any statement
+    of Django's on the connection, and with COMMIT at the block's end."""
+    batch = _Batch(connection)
+    _batching.active, _batching.hooks, _batching.batch = True, hooks, batch
+
+    def flush_first(execute: Any, sql: Any, params: Any, many: Any, context: Any) -> Any:
+        batch.flush()
+        return execute(sql, params, many, context)
+
+    try:
+        with connection.wrap_database_errors:
+            try:
+                with connection.execute_wrapper(flush_first):
+                    yield
+                batch.flush(commit=True)
+            except BaseException:
+                batch.abandon()
+                raise
+            finally:
+                if raw.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    _command(raw, b"ROLLBACK")  # the block raised, or a statement failed
+    finally:
+        _batching.active, _batching.hooks, _batching.batch = False, None, None
 
 
 def _first_failure(exc: BaseException) -> BaseException:
