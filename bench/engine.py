@@ -19,7 +19,8 @@ so the difference to a run without shows what checking them costs per node.
 Prints a summary, or one JSON line with --json: nodes, wall_s, per_node_ms,
 queries_per_node and round_trips_per_node (sync only, where they are counted in this process:
 statements sent, BEGIN and COMMIT included, and the exchanges with the database the worker
-waited for), cpu_ms_per_node (sync only), rows_per_node, peak_rss_mb (this process) and
+waited for), cpu_ms_per_node (sync only), db_cpu_ms_per_node (sync, PostgreSQL on this
+host: its backend process's CPU), rows_per_node, peak_rss_mb (this process) and
 worker_peak_rss_mb (celery).
 """
 
@@ -290,6 +291,7 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
     connection.commit = counting_commit
     restore.append(lambda: delattr(connection, "commit"))
     profiler = cProfile.Profile() if profile else None
+    backend = _backend_cpu_s()
     CPU["before"] = time.process_time()
     started = time.perf_counter()
     try:
@@ -306,8 +308,25 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
         for undo in restore:
             undo()
     CPU["spent"] = time.process_time() - CPU.pop("before")
+    if backend is not None:
+        CPU["database"] = _backend_cpu_s() - backend
     COUNTED.update(counted)
     return Run.objects.get(pk=run.pk), counted["round_trips"], time.perf_counter() - started
+
+
+def _backend_cpu_s() -> float | None:
+    """The CPU time of this connection's PostgreSQL backend process so far, when it runs on
+    this host (Linux /proc): what the database spent on the engine's statements."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None  # a database on another host
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def run_waiting(root: Entity, timeout: float = 3600) -> Run:
@@ -420,6 +439,10 @@ def main() -> None:
         "round_trips_per_node": round(queries / nodes, 1) if queries is not None else None,
         # The engine's own work (Python), apart from waiting on the database: sync only.
         "cpu_ms_per_node": round(CPU["spent"] * 1000 / nodes, 3) if CPU else None,
+        # The database backend's CPU for the run (sync, PostgreSQL on this host).
+        "db_cpu_ms_per_node": (
+            round(CPU["database"] * 1000 / nodes, 3) if "database" in CPU else None
+        ),
         "rows_per_node": round(rows_in_trace(run.trace_id) / nodes, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "worker_peak_rss_mb": max(worker_rss) if worker_rss else None,
@@ -437,6 +460,11 @@ def main() -> None:
                 f"  {figures['queries_per_node']} queries and "
                 f"{figures['round_trips_per_node']} round trips per node, "
                 f"{figures['cpu_ms_per_node']} ms CPU per node"
+                + (
+                    f" (the database: {figures['db_cpu_ms_per_node']} ms)"
+                    if figures["db_cpu_ms_per_node"] is not None
+                    else ""
+                )
             )
         print(f"  {figures['rows_per_node']} rows per node, peak RSS {figures['peak_rss_mb']} MB")
         if figures["worker_peak_rss_mb"] is not None:
