@@ -31,6 +31,7 @@ import cProfile
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -370,8 +371,18 @@ def main() -> None:
         metavar="FILE",
         help="sync only: write a cProfile of the run itself (not the set-up) to FILE, for pstats",
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="sync only: run the hierarchy N times in this process, each run printed, then "
+        "the median (a noisy machine's figures vary from run to run)",
+    )
     args = parser.parse_args()
     shape = [int(n) for n in args.shape.split(",")]
+    if args.repeat < 1 or (args.repeat > 1 and args.executor != "sync"):
+        parser.error("--repeat takes a positive number, and more than 1 only with sync")
 
     call_command("migrate", verbosity=0)
     workspace = Workspace.objects.create(name="bench", slug=f"bench-{uuid.uuid4().hex[:8]}")
@@ -382,7 +393,20 @@ def main() -> None:
     workers: list[subprocess.Popen] = []
     queries = None
     if args.executor == "sync":
-        run, queries, wall = run_sync(root, args.profile)
+        walls = []
+        for index in range(args.repeat):
+            run, queries, wall = run_sync(root, args.profile)
+            walls.append(wall * 1000 / nodes)
+            if index < args.repeat - 1:
+                report(args, nodes, run, queries, wall, [])
+        if args.repeat > 1:
+            report(args, nodes, run, queries, wall, [])
+            print(
+                json.dumps({"median_per_node_ms": round(statistics.median(walls), 3)})
+                if args.json
+                else f"median of {args.repeat} runs: {statistics.median(walls):.3f} ms per node"
+            )
+            return
     else:
         settings.HIERARCH_ENGINE["INLINE_WORKERS"] = args.workers
         if args.executor == "celery":
@@ -421,7 +445,17 @@ def main() -> None:
         worker.terminate()
     for worker in workers:
         worker.wait(timeout=30)
+    report(args, nodes, run, queries, wall, worker_rss)
 
+
+def report(
+    args: argparse.Namespace,
+    nodes: int,
+    run: Run,
+    queries: int | None,
+    wall: float,
+    worker_rss: list[float | None],
+) -> None:
     figures = {
         "database": connection.vendor,
         "executor": args.executor,

@@ -164,6 +164,9 @@ class OrmRunStore:
         self._deferred: _Deferred | None = None
         # A parent's start of its only child held back to go with the child's first write.
         self._held_spawn: _HeldSpawn | None = None
+        # A held start's child row, left to go in with the child's own first write of its
+        # columns in the transaction that writes the start (see `_write_run`).
+        self._unwritten: _Unwritten | None = None
         # The cancel flags of the ancestors of the run whose call this worker recorded last,
         # as that record's commit read them back; forgotten before the next call goes out.
         self._flags_seen: dict[str, bool] = {}
@@ -221,6 +224,7 @@ class OrmRunStore:
                     if spawn is not None:
                         spawn.write()
                     yield
+                    self._insert_unwritten()  # a child the transaction wrote nothing else of
                     self._write_step_rows(
                         [
                             *(self._step_rows(deferred.child, deferred.steps) if deferred else []),
@@ -230,6 +234,7 @@ class OrmRunStore:
                     )
                 finally:
                     self._checks = None
+                    self._unwritten = None
         except BaseException as exc:
             if deferred is not None:
                 self._write_alone(deferred)
@@ -474,11 +479,26 @@ class OrmRunStore:
         if run.status != RunStatus.PENDING and not run.started:
             fields["started_at"] = run.began_at or now
             run.started, run.began_at = True, run.began_at or now
-        # Fenced: only the lease holder writes; a worker that lost the lease stops here.
-        written = sql.update_run(run.id, self.owner, fields)
-        self._settle(lambda: self._seen(run, written.value()))
+        unwritten = self._unwritten
+        if unwritten is not None and unwritten.run_id == run.id:
+            # Its row goes in now, as written: one statement, and the start (a change of its
+            # status, which the status index keeps) costs no update. Its flag is its
+            # parent's, which the parent's write in this transaction reads back.
+            self._insert_unwritten(fields)
+            self._settle(lambda: self._seen(run, unwritten.parent.cancel_requested))
+        else:
+            # Fenced: only the lease holder writes; a worker that lost the lease stops here.
+            written = sql.update_run(run.id, self.owner, fields)
+            self._settle(lambda: self._seen(run, written.value()))
         if changed:
             sql.on_commit(lambda: kept.update(changed))
+
+    def _insert_unwritten(self, fields: dict[str, Any] | None = None) -> None:
+        """The row of the child a held start creates, with `fields` of the child's own first
+        write when it comes before anything else needs the row."""
+        unwritten, self._unwritten = self._unwritten, None
+        if unwritten is not None:
+            sql.insert(Run, [{**unwritten.row, **(fields or {})}])
 
     def _write_steps(self, run: RunView, steps: list[StepRecord]) -> None:
         """Insert or update the step records in one statement."""
@@ -531,6 +551,7 @@ class OrmRunStore:
         `reserve_call` counted it already and set `reserved` aside: that is settled now);
         the same statement renews the run's lease, or finds it lost. A call that takes a
         run's cost across its alert threshold raises the alert, once."""
+        self._insert_unwritten()  # the counters' write needs the run's row
         counted = sql.add_counters(
             run.id,
             run.lineage,
@@ -707,7 +728,7 @@ class OrmRunStore:
         run.released = True  # by the held write
 
         def write() -> None:  # its events and step records go with the transaction's own
-            self._write_spawn(run, rows, _ZERO, [], [], adopt=True)
+            self._write_spawn(run, rows, _ZERO, [], [], adopt=True, held=True)
 
         child = self._take_child(run, rows[0], found[0][0], definitions[0], group, now)
         self._held_spawn = _HeldSpawn(
@@ -785,8 +806,10 @@ class OrmRunStore:
         items: list[tuple[str, dict]],
         *,
         adopt: bool,
+        held: bool = False,
     ) -> None:
-        """The statements of a spawn, inside its transaction."""
+        """The statements of a spawn, inside its transaction. A held start's only child's
+        row is left for the child's first write (`_unwritten`)."""
         # The trace's sequence row, then the runs' rows: one lock order (an entity's row,
         # for its lifetime budget, comes before both).
         append_events(run.trace_id, run.id, items)
@@ -801,16 +824,20 @@ class OrmRunStore:
         self._write_run(run, lease_owner="", lease_expires_at=None)
         run.released = True
         flag = sql.Computed(_PARENTS_CANCEL_FLAG, (sql.run_id_param(run.id),))
-        held = {}
+        leased = {}
         if adopt:  # the first child is created leased to this worker, which goes on with it
-            held = {"lease_owner": self.owner, "lease_expires_at": timezone.now() + lease_time()}
-        sql.insert(
-            Run,
-            [
-                {**_NEW_RUN, **row, "cancel_requested": flag, **(held if i == 0 else {})}
-                for i, row in enumerate(rows)
-            ],
-        )
+            leased = {
+                "lease_owner": self.owner,
+                "lease_expires_at": timezone.now() + lease_time(),
+            }
+        new = [
+            {**_NEW_RUN, **row, "cancel_requested": flag, **(leased if i == 0 else {})}
+            for i, row in enumerate(rows)
+        ]
+        if held:
+            self._unwritten = _Unwritten(run_id=str(rows[0]["id"]), row=new[0], parent=run)
+        else:
+            sql.insert(Run, new)
         self._write_steps(run, steps)
 
     def _take_child(
@@ -1481,6 +1508,15 @@ class _HeldSpawn:
     @property
     def child_id(self) -> str:
         return self.child.id
+
+
+@dataclass
+class _Unwritten:
+    """The row of a held start's child, before it goes in."""
+
+    run_id: str
+    row: dict[str, Any]
+    parent: RunView  # whose write in the same transaction reads back the flag the row takes
 
 
 @dataclass

@@ -788,6 +788,47 @@ def test_with_handoff_a_next_childs_cancel_check_costs_no_statement(acme, monkey
     assert reads == [run]
 
 
+@pytest.mark.django_db
+def test_with_handoff_a_childs_row_goes_in_as_its_first_write_left_it(acme, monkeypatch):
+    """A child whose start is held back goes in with its first write: its row is inserted
+    running and started, and its start costs it no update of its own (an update of the
+    status rewrites every index of the run table). A child whose first act is a tool call
+    goes in before it, as started; its own write follows."""
+    from runs import sql
+
+    updated: list[tuple[str, dict]] = []
+    update = sql.update_run
+    monkeypatch.setattr(
+        sql,
+        "update_run",
+        lambda run_id, owner, values: (
+            updated.append((str(run_id), dict(values))) or update(run_id, owner, values)
+        ),
+    )
+    world = OrmWorld(acme)
+    world.handoff_s = 3600.0
+    world.add("c1", tools=[render_tool()], planning=render_plan("one"))  # a tool call first
+    world.add("c2", io_contract=io(None, ok="boolean"))  # a model call first
+    world.add("c3", io_contract=io(None, ok="boolean"))
+    world.add("cp", "AGENT", children=["c1", "c2", "c3"])
+    run = world.start("cp", {})
+    world.advance_all()
+
+    assert world.status(run) == "COMPLETED", world.error(run)
+    children = world.children(run)
+    assert len(children) == 3
+    for child in children:
+        row = Run.objects.get(pk=child)
+        assert row.status == "COMPLETED"
+        assert row.started_at is not None
+        assert row.started_at <= row.completed_at
+        assert world.step_statuses(child)[-1][2] == "COMPLETED"
+    for child in children[1:]:
+        writes = [values for run_id, values in updated if run_id == child]
+        assert [values["status"] for values in writes] == ["COMPLETED"]  # its end only
+        assert "started_at" not in writes[0]
+
+
 def test_with_handoff_the_end_of_a_child_is_written_when_the_time_is_up_as_it_ends(
     stepwise_world,
 ):
