@@ -854,6 +854,7 @@ def add_counters(
     tool_calls: int = 0,
     anchor: str | None = None,
     estimate: Decimal | None = None,
+    record: tuple[str, list[Any]] | None = None,
 ) -> Later:
     """Add a call to the counters of the run and every ancestor and renew the run's lease, in
     one statement fenced on the run's lease. With a budget `anchor` (the nearest run with a
@@ -863,7 +864,10 @@ def add_counters(
 
     Answers (`Later`) the run's cancel flag, the runs whose alert threshold this call
     crossed and the cancel flag of every ancestor by id, or None when the lease is someone
-    else's (nothing is written then)."""
+    else's (nothing is written then).
+
+    `record` (an `insert_statement`: the call's record) goes in with the counters: on
+    PostgreSQL in the same statement, so a record and its count are one statement."""
     connection = connections[DEFAULT_DB_ALIAS]
     ids = [run_id_param(value) for value in [run_id, *lineage]]
     mine = run_id_param(run_id)
@@ -887,7 +891,20 @@ def add_counters(
     ]
     if connection.vendor == "postgresql":
         params += [str(run_id), mine]
+        if record is not None:
+            sql = _with_record(record[0], sql)
+            params = [*record[1], *params]
+    elif record is not None:
+        with _cursor(connection) as cursor:
+            cursor.execute(*record)
     return _ask(sql, params, functools.partial(_counted, cost=cost))
+
+
+@functools.lru_cache(maxsize=64)
+def _with_record(record: str, counters: str) -> str:
+    """The counters' statement (`WITH c AS (UPDATE …) SELECT …`) inserting `record` too: a
+    data-modifying WITH query runs to its end whether or not the rest reads it."""
+    return f"WITH r AS ({record}), {counters.removeprefix('WITH ')}"
 
 
 def _counted(cursor: Any, *, cost: Decimal) -> tuple[bool, list[str], dict[str, bool]] | None:
@@ -1022,8 +1039,22 @@ def insert(
     """INSERT rows (dicts of field names), optionally ON CONFLICT (...) DO UPDATE. A value
     may be `Computed`: the database works it out as the row goes in (the same expression for
     the column in every row)."""
+    statement = insert_statement(model, rows, conflict=conflict, update=update)
+    if statement is not None:
+        with _cursor(connections[DEFAULT_DB_ALIAS]) as cursor:
+            cursor.execute(*statement)
+
+
+def insert_statement(
+    model: type[models.Model],
+    rows: list[dict[str, Any]],
+    *,
+    conflict: Sequence[str] = (),
+    update: Sequence[str] = (),
+) -> tuple[str, list[Any]] | None:
+    """The statement of `insert` and its parameters, to send alone or with another."""
     if not rows:
-        return
+        return None
     connection = connections[DEFAULT_DB_ALIAS]
     names = tuple(rows[0])
     preps = _preparers(connection.vendor, model, names)
@@ -1039,8 +1070,7 @@ def insert(
                 params.extend(value.params)
             else:
                 params.append(prepare(value))
-    with _cursor(connection) as cursor:
-        cursor.execute(sql, params)
+    return sql, params
 
 
 @dataclasses.dataclass(frozen=True)

@@ -546,11 +546,13 @@ class OrmRunStore:
         llm_calls: int = 0,
         tool_calls: int = 0,
         reserved: Decimal | None = None,
+        record: tuple[str, list[Any]] | None = None,
     ) -> None:
         """A call counts for the run and every ancestor (when `reserved` is not None,
         `reserve_call` counted it already and set `reserved` aside: that is settled now);
         the same statement renews the run's lease, or finds it lost. A call that takes a
-        run's cost across its alert threshold raises the alert, once."""
+        run's cost across its alert threshold raises the alert, once. `record`, the call's
+        record (`sql.insert_statement`), goes in with the counters."""
         self._insert_unwritten()  # the counters' write needs the run's row
         counted = sql.add_counters(
             run.id,
@@ -563,6 +565,7 @@ class OrmRunStore:
             tool_calls=0 if reserved is not None else tool_calls,
             anchor=run.budget_anchor,
             estimate=reserved,
+            record=record,
         )
         self._settle(lambda: self._counted(run, counted.value()))
 
@@ -1252,8 +1255,8 @@ class OrmRunStore:
             if steps or len(items) > 1:  # the engine buffered changes of the run too
                 self._write_run(run)
             # The call's unique key stops a late worker here; the counters' write checks the
-            # lease.
-            sql.insert(
+            # lease. One statement: the record goes in with the counters.
+            record = sql.insert_statement(
                 LLMCall,
                 [
                     {
@@ -1286,7 +1289,9 @@ class OrmRunStore:
             )
             # Ancestors' rows after the trace's sequence row: every transaction that touches
             # both takes them in this order, so siblings on two workers cannot deadlock.
-            self._count(run, cost=cost, tokens=tokens, llm_calls=1, reserved=reserved)
+            self._count(
+                run, cost=cost, tokens=tokens, llm_calls=1, reserved=reserved, record=record
+            )
 
     def recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None:
         self._flags_seen = {}  # a call goes out: the flags may change while it is out
@@ -1319,8 +1324,8 @@ class OrmRunStore:
         with self._transaction(run, items=items, steps=steps):
             if steps or len(items) > 1:  # the engine buffered changes of the run too
                 self._write_run(run)
-            # One statement: a replay after a crash may write the same key again.
-            sql.insert(
+            # Upserted: a replay after a crash may write the same key again. With the counters.
+            record = sql.insert_statement(
                 ToolCall,
                 [
                     {
@@ -1348,7 +1353,7 @@ class OrmRunStore:
                 update=("output_result", "success", "error_message", "latency_ms"),
             )
             # After the trace's sequence row, as in _record_call; fenced on the lease.
-            self._count(run, tool_calls=1, reserved=reserved)
+            self._count(run, tool_calls=1, reserved=reserved, record=record)
 
     # -- memory and artifacts --------------------------------------------------------------
 
