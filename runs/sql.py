@@ -763,26 +763,10 @@ def claim_waiting(
     table = quote(Run._meta.db_table)
     sql = (
         f"UPDATE {table} SET lease_owner = %s, lease_expires_at = %s, wake_at = NULL, "  # noqa: S608
-        "resumed = (lease_owner <> '') "
-        "WHERE id = %s AND status = %s AND NOT cancel_requested AND cursor = %s "
-        "AND iteration = %s AND attempt = %s AND deadline_at IS NOT DISTINCT FROM %s "
-        "AND (lease_expires_at IS NULL OR lease_expires_at <= %s OR lease_owner = %s) "
-        "AND (wake_at IS NULL OR wake_at <= %s) RETURNING id"
+        f"resumed = (lease_owner <> '') WHERE id = %s AND {_CLAIMABLE} RETURNING id"
     )
-    moment = prep(Run, "lease_expires_at", now)
-    params = [
-        owner,
-        prep(Run, "lease_expires_at", until),
-        run_id_param(run_id),
-        "WAITING",
-        prep(Run, "cursor", cursor),
-        prep(Run, "iteration", iteration),
-        prep(Run, "attempt", attempt),
-        prep(Run, "deadline_at", deadline),
-        moment,
-        owner,
-        moment,
-    ]
+    terms = _claim_terms(Claim(now, until, cursor, iteration, attempt, deadline), owner)
+    params = [owner, terms[0], run_id_param(run_id), *terms[1:]]
     if connection.vendor == "postgresql":
         sql = (
             f"WITH c AS ({sql}) SELECT 1 FROM c UNION ALL "  # noqa: S608
@@ -804,21 +788,84 @@ def _claimed(cursor: Any, *, names: tuple[str, ...]) -> dict[str, Any] | None:
     return found
 
 
-def update_run(run_id: str, owner: str, values: dict[str, Any]) -> Later:
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """The terms of `claim_waiting`: a waiting run as a worker left it."""
+
+    now: datetime
+    until: datetime
+    cursor: int
+    iteration: int
+    attempt: int
+    deadline: datetime | None
+
+
+def update_run(
+    run_id: str, owner: str, values: dict[str, Any], *, claim: Claim | None = None
+) -> Later:
     """Write the run's columns if `owner` holds its lease (a fenced write); answer (`Later`)
-    whether a cancel was requested, or None when the lease is someone else's."""
+    whether a cancel was requested, or None when the lease is someone else's.
+
+    With `claim`, the run's lease is taken first on the terms of `claim_waiting`, which
+    refuses as it does: on PostgreSQL the claim and the write are one statement."""
     connection = connections[DEFAULT_DB_ALIAS]
+    if claim is not None and connection.vendor != "postgresql":
+        claim_waiting(
+            run_id,
+            owner,
+            claim.now,
+            claim.until,
+            cursor=claim.cursor,
+            iteration=claim.iteration,
+            attempt=claim.attempt,
+            deadline=claim.deadline,
+        )
+        claim = None
     names = tuple(values)
-    sql = _update_sql(connection.vendor, names)
+    sql = _update_sql(connection.vendor, names, claimed=claim is not None)
     preps = _preparers(connection.vendor, Run, names)
     params = [
         *(prepare(values[n]) for n, prepare in zip(names, preps, strict=True)),
         run_id_param(run_id),
-        owner,
     ]
+    if claim is not None:
+        terms = _claim_terms(claim, owner)
+        taken = {"lease_owner": owner, "lease_expires_at": terms[0]}
+        params[len(names) : len(names)] = [taken[n] for n in _TAKEN if n not in names]
+        params += [*terms[1:], str(run_id)]
+        return _ask(sql, params, _cancel_flag)
+    params.append(owner)
     if connection.vendor == "postgresql":
         params.append(str(run_id))
     return _ask(sql, params, _cancel_flag)
+
+
+def _claim_terms(claim: Claim, owner: str) -> list[Any]:
+    """The parameters of a claim's conditions: the lease's end, then the WHERE's after the
+    run's id."""
+    moment = prep(Run, "lease_expires_at", claim.now)
+    return [
+        prep(Run, "lease_expires_at", claim.until),
+        "WAITING",
+        prep(Run, "cursor", claim.cursor),
+        prep(Run, "iteration", claim.iteration),
+        prep(Run, "attempt", claim.attempt),
+        prep(Run, "deadline_at", claim.deadline),
+        moment,
+        owner,
+        moment,
+    ]
+
+
+_TAKEN = ("lease_owner", "lease_expires_at")  # what a claim sets, in this order
+# A waiting run as its worker left it: the same step, pass, attempt and deadline, no cancel
+# asked, nobody holding it, not asleep.
+_CLAIMABLE = (
+    "status = %s AND NOT cancel_requested AND cursor = %s "
+    "AND iteration = %s AND attempt = %s AND deadline_at IS NOT DISTINCT FROM %s "
+    "AND (lease_expires_at IS NULL OR lease_expires_at <= %s OR lease_owner = %s) "
+    "AND (wake_at IS NULL OR wake_at <= %s)"
+)
 
 
 def _cancel_flag(cursor: Any) -> bool | None:
@@ -827,8 +874,21 @@ def _cancel_flag(cursor: Any) -> bool | None:
 
 
 @functools.lru_cache(maxsize=64)
-def _update_sql(vendor: str, names: tuple[str, ...]) -> str:
+def _update_sql(vendor: str, names: tuple[str, ...], *, claimed: bool = False) -> str:
     assignments = ", ".join(f"{quote(Run._meta.get_field(n).column)} = %s" for n in names)
+    if claimed:  # PostgreSQL: the claim's SET where the write sets nothing else
+        taken = [f"{name} = %s" for name in _TAKEN if name not in names]
+        taken.append("resumed = (lease_owner <> '')")
+        if "wake_at" not in names:
+            taken.append("wake_at = NULL")
+        sql = (
+            f"UPDATE {quote(Run._meta.db_table)} SET {assignments}, {', '.join(taken)} "  # noqa: S608
+            f"WHERE id = %s AND {_CLAIMABLE} RETURNING cancel_requested"
+        )
+        return (
+            f"WITH w AS ({sql}) SELECT cancel_requested FROM w "  # noqa: S608
+            "UNION ALL SELECT hierarch_claim_refused(%s) WHERE NOT EXISTS (SELECT 1 FROM w)"
+        )
     sql = (
         f"UPDATE {quote(Run._meta.db_table)} SET {assignments} "  # noqa: S608
         "WHERE id = %s AND lease_owner = %s RETURNING cancel_requested"

@@ -164,6 +164,9 @@ class OrmRunStore:
         self._deferred: _Deferred | None = None
         # A parent's start of its only child held back to go with the child's first write.
         self._held_spawn: _HeldSpawn | None = None
+        # A held end's claim of its parent, left to go with the parent's next write in the
+        # same transaction (see `_write_run`).
+        self._claiming: _Deferred | None = None
         # A held start's child row, left to go in with the child's own first write of its
         # columns in the transaction that writes the start (see `_write_run`).
         self._unwritten: _Unwritten | None = None
@@ -220,10 +223,11 @@ class OrmRunStore:
                     )
                     if deferred is not None:
                         deferred.write()
-                        deferred.claim(self.owner)
+                        self._claiming = deferred  # with the parent's write, or alone
                     if spawn is not None:
                         spawn.write()
                     yield
+                    self._claim_pending()  # a parent the transaction wrote nothing else of
                     self._insert_unwritten()  # a child the transaction wrote nothing else of
                     self._write_step_rows(
                         [
@@ -234,7 +238,7 @@ class OrmRunStore:
                     )
                 finally:
                     self._checks = None
-                    self._unwritten = None
+                    self._claiming = self._unwritten = None
         except BaseException as exc:
             if deferred is not None:
                 self._write_alone(deferred)
@@ -479,6 +483,10 @@ class OrmRunStore:
         if run.status != RunStatus.PENDING and not run.started:
             fields["started_at"] = run.began_at or now
             run.started, run.began_at = True, run.began_at or now
+        claiming, claim = self._claiming, None
+        if claiming is not None and claiming.parent.id == run.id:
+            self._claiming, claim = None, claiming.terms()  # one statement: claim and write
+        self._claim_pending()
         unwritten = self._unwritten
         if unwritten is not None and unwritten.run_id == run.id:
             # Its row goes in now, as written: one statement, and the start (a change of its
@@ -488,7 +496,7 @@ class OrmRunStore:
             self._settle(lambda: self._seen(run, unwritten.parent.cancel_requested))
         else:
             # Fenced: only the lease holder writes; a worker that lost the lease stops here.
-            written = sql.update_run(run.id, self.owner, fields)
+            written = sql.update_run(run.id, self.owner, fields, claim=claim)
             self._settle(lambda: self._seen(run, written.value()))
         if changed:
             sql.on_commit(lambda: kept.update(changed))
@@ -496,9 +504,16 @@ class OrmRunStore:
     def _insert_unwritten(self, fields: dict[str, Any] | None = None) -> None:
         """The row of the child a held start creates, with `fields` of the child's own first
         write when it comes before anything else needs the row."""
+        self._claim_pending()  # its parent's row first, as the parent's lease
         unwritten, self._unwritten = self._unwritten, None
         if unwritten is not None:
             sql.insert(Run, [{**unwritten.row, **(fields or {})}])
+
+    def _claim_pending(self) -> None:
+        """The claim of a held end's parent, alone: before a statement of another run's."""
+        claiming, self._claiming = self._claiming, None
+        if claiming is not None:
+            claiming.claim(self.owner)
 
     def _write_steps(self, run: RunView, steps: list[StepRecord]) -> None:
         """Insert or update the step records in one statement."""
@@ -553,7 +568,8 @@ class OrmRunStore:
         the same statement renews the run's lease, or finds it lost. A call that takes a
         run's cost across its alert threshold raises the alert, once. `record`, the call's
         record (`sql.insert_statement`), goes in with the counters."""
-        self._insert_unwritten()  # the counters' write needs the run's row
+        self._insert_unwritten()  # the counters' write needs the run's row (and its parent's
+        # lease taken, when the end of a child this worker went on from is in this write)
         counted = sql.add_counters(
             run.id,
             run.lineage,
@@ -1534,17 +1550,29 @@ class _Deferred:
     items: list[tuple[str, dict]]  # the child's events, in the transaction's first statement
     steps: list[StepRecord]  # the child's step records, in the transaction's last
 
-    def claim(self, owner: str) -> None:
+    def terms(self) -> sql.Claim:
+        """The parent as this worker left it waiting, to take its lease on."""
         now = timezone.now()
-        sql.claim_waiting(
-            self.parent.id,
-            owner,
-            now,
-            now + lease_time(),
+        return sql.Claim(
+            now=now,
+            until=now + lease_time(),
             cursor=self.parent.cursor,
             iteration=self.parent.iteration,
             attempt=self.parent.attempt,
             deadline=self.parent.deadline,
+        )
+
+    def claim(self, owner: str) -> None:
+        terms = self.terms()
+        sql.claim_waiting(
+            self.parent.id,
+            owner,
+            terms.now,
+            terms.until,
+            cursor=terms.cursor,
+            iteration=terms.iteration,
+            attempt=terms.attempt,
+            deadline=terms.deadline,
         )
 
 

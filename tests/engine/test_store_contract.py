@@ -801,8 +801,8 @@ def test_with_handoff_a_childs_row_goes_in_as_its_first_write_left_it(acme, monk
     monkeypatch.setattr(
         sql,
         "update_run",
-        lambda run_id, owner, values: (
-            updated.append((str(run_id), dict(values))) or update(run_id, owner, values)
+        lambda run_id, owner, values, **claim: (
+            updated.append((str(run_id), dict(values))) or update(run_id, owner, values, **claim)
         ),
     )
     world = OrmWorld(acme)
