@@ -8,6 +8,7 @@ default of `make run`: SQLite in `var/`, in-memory channel layer, the in-process
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -91,7 +92,6 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"] if DEBUG el
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -113,6 +113,11 @@ INSTALLED_APPS = [
     "approvals",
     "dashboard",
 ]
+# daphne's app only makes `manage.py runserver` serve ASGI (websockets included), and it
+# imports Twisted's server (about 40 MB) into every process that loads the settings: a Celery
+# worker, the shell. `make run`, the daphne command, serves config.asgi without it.
+if sys.argv[1:2] == ["runserver"]:
+    INSTALLED_APPS.insert(0, "daphne")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
