@@ -744,17 +744,7 @@ def claim(
     return _ask(sql, params, functools.partial(_claimed, names=names))
 
 
-def claim_waiting(
-    run_id: str,
-    owner: str,
-    now: datetime,
-    until: datetime,
-    *,
-    cursor: int,
-    iteration: int,
-    attempt: int,
-    deadline: datetime | None,
-) -> None:
+def claim_waiting(run_id: str, owner: str, claim: Claim) -> None:
     """Take the lease of a run waiting on its children as this worker left it (the same
     step, pass and attempt, the same deadline, no cancel asked, nobody holding it), or abort
     the transaction: on PostgreSQL the database raises (SQLSTATE HR002) and the transaction
@@ -765,7 +755,7 @@ def claim_waiting(
         f"UPDATE {table} SET lease_owner = %s, lease_expires_at = %s, wake_at = NULL, "  # noqa: S608
         f"resumed = (lease_owner <> '') WHERE id = %s AND {_CLAIMABLE} RETURNING id"
     )
-    terms = _claim_terms(Claim(now, until, cursor, iteration, attempt, deadline), owner)
+    terms = _claim_terms(claim, owner)
     params = [owner, terms[0], run_id_param(run_id), *terms[1:]]
     if connection.vendor == "postgresql":
         sql = (
@@ -810,16 +800,7 @@ def update_run(
     refuses as it does: on PostgreSQL the claim and the write are one statement."""
     connection = connections[DEFAULT_DB_ALIAS]
     if claim is not None and connection.vendor != "postgresql":
-        claim_waiting(
-            run_id,
-            owner,
-            claim.now,
-            claim.until,
-            cursor=claim.cursor,
-            iteration=claim.iteration,
-            attempt=claim.attempt,
-            deadline=claim.deadline,
-        )
+        claim_waiting(run_id, owner, claim)
         claim = None
     names = tuple(values)
     sql = _update_sql(connection.vendor, names, claimed=claim is not None)

@@ -1563,17 +1563,7 @@ class _Deferred:
         )
 
     def claim(self, owner: str) -> None:
-        terms = self.terms()
-        sql.claim_waiting(
-            self.parent.id,
-            owner,
-            terms.now,
-            terms.until,
-            cursor=terms.cursor,
-            iteration=terms.iteration,
-            attempt=terms.attempt,
-            deadline=terms.deadline,
-        )
+        sql.claim_waiting(self.parent.id, owner, self.terms())
 
 
 class _Heartbeat:
