@@ -369,7 +369,8 @@ def main() -> None:
     parser.add_argument(
         "--profile",
         metavar="FILE",
-        help="sync only: write a cProfile of the run itself (not the set-up) to FILE, for pstats",
+        help="sync only: write a cProfile of the run itself (not the set-up; with --repeat, the "
+        "last run) to FILE, for pstats",
     )
     parser.add_argument(
         "--repeat",
