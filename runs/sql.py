@@ -16,7 +16,6 @@ import functools
 import itertools
 import threading
 import uuid
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -79,11 +78,11 @@ def _open_cursor(connection: Any) -> Any:
     connection.validate_no_broken_transaction()  # as Django's wrapper would
     # psycopg's cursors keep what they learnt (how to send each type of value, how to read
     # each column): reused, a statement costs a quarter less than on a new cursor.
-    idle = _idle_cursors.get(raw)
+    idle = getattr(raw, _IDLE, None)
     if idle:
         return idle.pop()
     if idle is None:
-        _idle_cursors[raw] = []
+        setattr(raw, _IDLE, [])
     return _PreparingCursor(raw)
 
 
@@ -94,15 +93,17 @@ def _done(cursor: Any) -> None:
     replaced by the next one's: only statements whose answer nobody reads give theirs back
     before the pipeline's sync (`_ask` keeps its cursor until `Later.value`)."""
     if type(cursor) is _PreparingCursor and not cursor.closed:
-        idle = _idle_cursors.get(cursor.connection)
+        idle = getattr(cursor.connection, _IDLE, None)
         if idle is not None and len(idle) < _IDLE_CURSORS:
             idle.append(cursor)
             return
     cursor.close()
 
 
-# Each thread's connection has its own (Django's connections are per thread).
-_idle_cursors: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+# Each connection's idle cursors, kept on the connection (Django's connections are per
+# thread), so they go with it: a cursor refers to its connection, so in a process-wide weak
+# dictionary they would keep every connection the process ever opened alive.
+_IDLE = "_hierarch_idle_cursors"
 _IDLE_CURSORS = 16
 _ONLY_WHEN_ASKED = 2**31 - 1
 
@@ -137,8 +138,7 @@ class _Batch:
         self.sent: list[_BatchCursor | str] = []  # what answers are awaited, in order
         self.preparing: dict[tuple[str, tuple], str] = {}
         self.begun = False
-        self.prepared = _prepared.setdefault(self.raw, {})
-        self.transformer = _transformer(self.raw)
+        self.prepared, self.transformer = _connection_state(self.raw)
 
     def cursor(self) -> _BatchCursor:
         return _BatchCursor(self)
@@ -304,19 +304,22 @@ def _numbered(sql: str) -> bytes:
     ).encode()
 
 
-def _transformer(raw: Any) -> Any:
-    found = _transformers.get(raw)
-    if found is None:
-        found = _transformers[raw] = psycopg.adapt.Transformer(raw)
-    return found
+def _connection_state(raw: Any) -> tuple[dict[tuple[str, tuple], str], Any]:
+    """What this module keeps per connection: the statements it prepared on it ((text,
+    types) → name) and a Transformer that keeps the dumpers and loaders it found.
+
+    Kept on the connection object itself, so it goes when the connection goes. (In a
+    process-wide weak dictionary it never would: the Transformer refers to its connection,
+    so each entry's value would keep its own key alive, and every connection a worker ever
+    opened would stay in memory.)"""
+    state = getattr(raw, _STATE, None)
+    if state is None:
+        state = ({}, psycopg.adapt.Transformer(raw))
+        setattr(raw, _STATE, state)
+    return state  # type: ignore[no-any-return]
 
 
-# Per connection: the statements this module prepared on it ((text, types) → name), and a
-# Transformer that keeps the dumpers and loaders it found.
-_prepared: weakref.WeakKeyDictionary[Any, dict[tuple[str, tuple], str]] = (
-    weakref.WeakKeyDictionary()
-)
-_transformers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_STATE = "_hierarch_batch_state"
 _AUTO = psycopg.adapt.PyFormat.AUTO
 _names = itertools.count()
 

@@ -5,6 +5,8 @@ transaction the store writes statement by statement instead, which the other run
 
 from __future__ import annotations
 
+import gc
+import weakref
 from decimal import Decimal
 
 import psycopg
@@ -126,6 +128,27 @@ def test_a_hierarchy_written_whole_runs_to_the_end_with_every_record(acme):
         RunEvent.objects.filter(trace_id=run.trace_id).values_list("type", flat=True)
     )
     assert connection.connection.pgconn.transaction_status == 0  # idle: nothing left open
+
+
+def test_a_closed_connection_is_freed_with_what_the_writes_kept_for_it(acme):
+    """Executors may close a worker's connection between steps; what these writes keep per
+    connection (prepared statements, value adapters, idle cursors) must go with it, or a
+    long-lived worker keeps every connection it ever opened in memory."""
+    EntityFactory(workspace=acme, name="solo", io_contract=io(None, answer="string"))
+    top = EntityFactory(workspace=acme, name="top", children=["solo"])
+    # The first connection of a process may be kept by what psycopg and Django set up once on
+    # their first use; every later one must go.
+    for _ in range(2):
+        run = Driver().run(top, {})
+        assert run.status == "COMPLETED", (run.error_code, run.error_message)
+        raw = connection.connection
+        assert getattr(raw, sql._STATE)[0], "the writes prepared nothing on this connection"
+        assert getattr(raw, sql._IDLE), "no cursor went back to the connection"
+        gone = weakref.ref(raw)
+        del raw
+        connection.close()
+        gc.collect()
+    assert gone() is None, "a closed connection is still in memory"
 
 
 def test_a_write_whose_lease_was_taken_keeps_nothing(acme, leases):
