@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import task_postrun, task_prerun, worker_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -28,3 +28,25 @@ def _start_approval_timer(**_: object) -> None:
     from approvals.timers import start_approval_timer
 
     start_approval_timer()
+
+
+@worker_init.connect
+def _keep_database_connections(**_: object) -> None:
+    """A worker keeps its database connection from step to step, for up to
+    HIERARCH_ENGINE["WORKER_CONN_MAX_AGE"] seconds (Celery's own closing is off:
+    CELERY_DB_REUSE_MAX). Pool processes forked later inherit this."""
+    from runs.executors import keep_connections_in_this_process
+
+    keep_connections_in_this_process()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _release_database_connections(sender: object = None, **_: object) -> None:
+    """Around each task, a connection too old, broken or left in a transaction goes (not
+    around a task run eagerly, inside its caller's work, as Celery's own closing skips it)."""
+    from runs.executors import release_connections
+
+    if getattr(getattr(sender, "request", None), "is_eager", False):
+        return
+    release_connections()

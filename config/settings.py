@@ -156,7 +156,14 @@ ASGI_APPLICATION = "config.asgi.application"
 # in WAL mode. IMMEDIATE transactions make concurrent writers queue instead of failing.
 DATABASE_URL = env_str("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'hierarch.sqlite3'}"
 try:
-    _db = dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))
+    _db = dj_database_url.parse(
+        DATABASE_URL,
+        conn_max_age=env_int("DB_CONN_MAX_AGE", 0),
+        # A kept connection (DB_CONN_MAX_AGE, or an engine worker's: WORKER_CONN_MAX_AGE) is
+        # checked before its first use in a request or a step, so one the database dropped
+        # while it sat idle is replaced instead of failing the work.
+        conn_health_checks=env_bool("DB_CONN_HEALTH_CHECKS", True),
+    )
 except ValueError as exc:
     raise ImproperlyConfigured(f"DATABASE_URL cannot be read: {exc}") from None
 if _db["ENGINE"] == "django.db.backends.sqlite3":
@@ -223,6 +230,10 @@ HIERARCH_ENGINE = {
     # PostgreSQL: each write of a step sends its statements together (pipeline mode) and
     # waits once for all their answers, not once each.
     "PIPELINE": env_bool("HIERARCH_PIPELINE", True),
+    # An engine worker (a Celery worker process, an inline executor thread) keeps its database
+    # connection between steps for up to this many seconds: a new connection per step costs
+    # its set-up and every prepared statement again. 0 closes it after each step.
+    "WORKER_CONN_MAX_AGE": env_int("HIERARCH_WORKER_CONN_MAX_AGE", 300),
 }
 
 # Celery: a message is only a hint to look at a run, the database is the truth. Acknowledge
@@ -239,6 +250,12 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery closes a worker's database connections around every task unless this is set; the
+# engine's own rule (HIERARCH_ENGINE["WORKER_CONN_MAX_AGE"], runs/executors.py) decides when a
+# worker's connection goes instead.
+if HIERARCH_ENGINE["WORKER_CONN_MAX_AGE"] < 0:
+    raise ImproperlyConfigured("HIERARCH_WORKER_CONN_MAX_AGE is in seconds: 0 or more")
+CELERY_DB_REUSE_MAX = 1_000_000 if HIERARCH_ENGINE["WORKER_CONN_MAX_AGE"] > 0 else None
 # How often alerts (governance/alerts.py) are evaluated: by beat, or by the inline sweeper.
 HIERARCH_ALERTS_SECONDS = env_int("HIERARCH_ALERTS_SECONDS", 60)
 

@@ -8,12 +8,17 @@ there is anything to do, and the sweeper re-sends any hint that was lost.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
+from django.db.backends.signals import connection_created
+from psycopg.pq import TransactionStatus
 
 log = logging.getLogger(__name__)
 
@@ -25,30 +30,98 @@ DELAYED_HINT_MAX_SECONDS = 10.0
 _DELAYED_HINT_SLACK_SECONDS = 0.05
 
 _pool: ThreadPoolExecutor | None = None
+_pool_threads = 0
 _pool_lock = threading.Lock()
+
+# Engine workers keep their database connection between steps (HIERARCH_ENGINE's
+# WORKER_CONN_MAX_AGE): a Celery worker process (`keep_connections_in_this_process`, from the
+# worker's start) and each inline executor thread. Anywhere else (a request, a command) the
+# connection lives as DB_CONN_MAX_AGE says.
+_process_keeps_connections = False
+_thread = threading.local()
+
+
+def keep_connections_in_this_process() -> None:
+    """This process is an engine worker: its connections are kept between steps."""
+    global _process_keeps_connections
+    _process_keeps_connections = True
+
+
+def _keep_connections_in_this_thread() -> None:
+    _thread.keeps_connections = True
+
+
+def _worker_connection_lifetime(connection: Any, **_: Any) -> None:
+    """A worker's new connection is closed by `close_old_connections` only once it is older
+    than WORKER_CONN_MAX_AGE (or broken, or left inside a transaction), not after each step."""
+    if not (_process_keeps_connections or getattr(_thread, "keeps_connections", False)):
+        return
+    max_age = settings.HIERARCH_ENGINE.get("WORKER_CONN_MAX_AGE", 0)
+    if max_age > 0:
+        connection.close_at = time.monotonic() + max_age
+
+
+connection_created.connect(_worker_connection_lifetime, dispatch_uid="hierarch-worker-connections")
+
+
+def release_connections() -> None:
+    """Before and after a worker's step: close what must not be kept (too old, broken, left
+    inside a transaction, or that this thread does not keep) and keep the rest."""
+    for connection in connections.all(initialized_only=True):
+        raw = connection.connection
+        if (
+            raw is not None
+            and connection.vendor == "postgresql"
+            and raw.pgconn.transaction_status != TransactionStatus.IDLE
+        ):
+            connection.close()  # the server holds a transaction Django does not know of
+    close_old_connections()
 
 
 def _inline_pool() -> ThreadPoolExecutor:
-    global _pool
+    global _pool, _pool_threads
     with _pool_lock:
         if _pool is None:
+            _pool_threads = settings.HIERARCH_ENGINE["INLINE_WORKERS"]
             _pool = ThreadPoolExecutor(
-                max_workers=settings.HIERARCH_ENGINE["INLINE_WORKERS"],
+                max_workers=_pool_threads,
                 thread_name_prefix="hierarch-run",
+                initializer=_keep_connections_in_this_thread,
             )
         return _pool
+
+
+def shutdown_inline_pool() -> None:
+    """Stop the inline executor's threads once their current steps end, each closing the
+    connection it kept; a later hint starts a new pool."""
+    global _pool
+    with _pool_lock:
+        pool, threads, _pool = _pool, _pool_threads, None
+    if pool is None:
+        return
+    # One closing job per thread: each waits for the others, so no thread takes two.
+    everyone = threading.Barrier(threads)
+
+    def close_this_threads_connections() -> None:
+        connections.close_all()
+        with contextlib.suppress(threading.BrokenBarrierError):
+            everyone.wait(timeout=10)
+
+    for _ in range(threads):
+        pool.submit(close_this_threads_connections)
+    pool.shutdown(wait=True)
 
 
 def _advance_inline(run_id: str) -> None:
     from runs.services import run_advance
 
-    close_old_connections()
+    release_connections()
     try:
         run_advance(run_id)
     except Exception:
         log.exception("advancing run %s failed", run_id)
     finally:
-        connections.close_all()
+        release_connections()  # kept for the thread's next step, unless too old or broken
 
 
 def _submit_inline(run_id: str) -> None:
