@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from entities.models import Entity, EntityVersion
 from runs import sql
-from runs.engine import hitl
+from runs.engine import hitl, pinned
 from runs.engine.core import (
     ChildOutcome,
     ChildRequest,
@@ -65,7 +65,7 @@ _MICRO = Decimal("0.000001")
 log = logging.getLogger(__name__)
 _DEFINITIONS: OrderedDict[tuple[int, str], dict] = OrderedDict()
 _DEFINITIONS_LOCK = threading.Lock()
-_DEFINITIONS_KEPT = 2048  # versions' definitions kept per process (a few KB each)
+_DEFINITIONS_KEPT = 2048  # versions' definitions kept per process (a few KB each, shared)
 
 
 def pinned_definition(version_id: int, entity_id: Any) -> dict:
@@ -77,7 +77,9 @@ def pinned_definition(version_id: int, entity_id: Any) -> dict:
         if found is not None:
             _DEFINITIONS.move_to_end(key)
             return found
-    definition = EntityVersion.objects.values_list("definition", flat=True).get(pk=version_id)
+    definition = pinned.shared(
+        EntityVersion.objects.values_list("definition", flat=True).get(pk=version_id)
+    )
     with _DEFINITIONS_LOCK:
         _DEFINITIONS[key] = definition
         while len(_DEFINITIONS) > _DEFINITIONS_KEPT:
@@ -1483,7 +1485,7 @@ class OrmRunStore:
             with _DEFINITIONS_LOCK:
                 for values, _ in rows:
                     key = (values["id"], str(values["entity"]))
-                    _DEFINITIONS[key] = values["definition"]
+                    _DEFINITIONS[key] = pinned.shared(values["definition"])
                 while len(_DEFINITIONS) > _DEFINITIONS_KEPT:
                     _DEFINITIONS.popitem(last=False)
         for ref in missing:
