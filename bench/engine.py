@@ -27,6 +27,7 @@ worker_peak_rss_mb (celery).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import json
 import os
@@ -36,6 +37,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -298,8 +300,10 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
     try:
         if profiler is not None:
             profiler.enable()
-        run = run_start(entity=root, input_data={})
-        queue.append(str(run.pk))
+        # run_start hands the root to the configured executor (the inline pool by default):
+        # here this loop is the executor, or a pool thread would race it for the root.
+        with _handed_to(queue):
+            run = run_start(entity=root, input_data={})
         while queue:
             engine.advance(queue.pop(0))
     finally:
@@ -313,6 +317,19 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
         CPU["database"] = _backend_cpu_s() - backend
     COUNTED.update(counted)
     return Run.objects.get(pk=run.pk), counted["round_trips"], time.perf_counter() - started
+
+
+@contextlib.contextmanager
+def _handed_to(queue: list[str]) -> Iterator[None]:
+    """Runs handed to the executor in the block go to `queue` instead."""
+    from runs import services
+
+    enqueue = services.enqueue
+    services.enqueue = queue.append
+    try:
+        yield
+    finally:
+        services.enqueue = enqueue
 
 
 def _backend_cpu_s() -> float | None:
@@ -465,6 +482,7 @@ def report(
         "governed": args.governed,
         "shape": args.shape,
         "status": run.status,
+        "error": f"{run.error_code}: {run.error_message}" if run.status != "COMPLETED" else None,
         "nodes": nodes,
         "wall_s": round(wall, 3),
         "per_node_ms": round(wall * 1000 / nodes, 3),
@@ -502,6 +520,8 @@ def report(
                 )
             )
         print(f"  {figures['rows_per_node']} rows per node, peak RSS {figures['peak_rss_mb']} MB")
+        if run.status != "COMPLETED":
+            print(f"  the run ended {run.status}: {run.error_code} {run.error_message}")
         if figures["worker_peak_rss_mb"] is not None:
             print(f"  worker peak RSS {figures['worker_peak_rss_mb']} MB")
 

@@ -142,7 +142,7 @@ def test_a_closed_connection_is_freed_with_what_the_writes_kept_for_it(acme):
         run = Driver().run(top, {})
         assert run.status == "COMPLETED", (run.error_code, run.error_message)
         raw = connection.connection
-        assert getattr(raw, sql._STATE)[0], "the writes prepared nothing on this connection"
+        assert getattr(raw, sql._STATE).prepared, "the writes prepared nothing on this connection"
         assert getattr(raw, sql._IDLE), "no cursor went back to the connection"
         gone = weakref.ref(raw)
         del raw
