@@ -31,12 +31,11 @@ from governance.models import AuditChain, AuditRecord
 from governance.permissions import membership_grant, membership_revoke
 from runs.services import RunRefused, run_cancel, run_start
 from tests.factories import EntityFactory, UserFactory, WorkspaceFactory, definition, grant
+from tests.marks import postgresql_only
 
 TABLE = AuditRecord._meta.db_table
 TRIGGER = "governance_auditrecord_append_only"
-on_postgresql = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="the append-only trigger is PostgreSQL's"
-)
+on_postgresql = postgresql_only("the append-only trigger is PostgreSQL's")
 
 
 def records(workspace, action: str | None = None) -> list[AuditRecord]:
@@ -534,12 +533,9 @@ def _in_thread(function):
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason=(
-        "SQLite lets one writer in at a time, so there is no race to test; "
-        "it runs on PostgreSQL (DATABASE_URL)"
-    ),
+@postgresql_only(
+    "SQLite lets one writer in at a time, so there is no race to test; "
+    "it runs on PostgreSQL (DATABASE_URL)"
 )
 def test_concurrent_writers_in_one_workspace_keep_one_chain():
     # A fresh workspace: the writers also race to create its chain head.

@@ -10,13 +10,13 @@ from django.db import DataError, connection, transaction
 
 from runs import executors, services, sql
 from tests.factories import EntityFactory, WorkspaceFactory
+from tests.marks import postgresql_only
 from tests.runs.test_engine import Driver, io
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        connection.vendor != "postgresql",
-        reason="PostgreSQL only: SQLite has no prepared statements to keep or plan anew "
+    postgresql_only(
+        "PostgreSQL only: SQLite has no prepared statements to keep or plan anew "
         "(CI runs this file on PostgreSQL)",
     ),
 ]

@@ -21,14 +21,14 @@ from runs.models import LLMCall, Run, RunEvent, StepRun
 from runs.services import run_start
 from runs.store import OrmRunStore, _Heartbeat
 from tests.factories import EntityFactory, WorkspaceFactory
+from tests.marks import postgresql_only
 from tests.runs.test_engine import Driver, io
 from tools.models import RecordedRow
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        connection.vendor != "postgresql",
-        reason="PostgreSQL only: these test its pipeline; on SQLite every write is an ordinary "
+    postgresql_only(
+        "PostgreSQL only: these test its pipeline; on SQLite every write is an ordinary "
         "transaction, which the other run tests cover (CI runs this file on PostgreSQL)",
     ),
 ]

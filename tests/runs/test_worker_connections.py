@@ -12,12 +12,12 @@ import pytest
 from django.db import connection
 
 from runs import executors
+from tests.marks import postgresql_only
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        connection.vendor != "postgresql",
-        reason="the tests' SQLite database is in memory, and Django never closes a connection "
+    postgresql_only(
+        "the tests' SQLite database is in memory, and Django never closes a connection "
         "to one (it would be gone): what is kept and what is closed shows on PostgreSQL (CI)",
     ),
 ]

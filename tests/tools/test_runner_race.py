@@ -10,15 +10,15 @@ import pytest
 from django.db import connection, transaction
 
 from tests.factories import WorkspaceFactory
+from tests.marks import postgresql_only
 from tests.tools.conftest import invocation
 from tools.models import RecordedRow
 from tools.runner import RegistryToolRunner
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        connection.vendor != "postgresql",
-        reason=(
+    postgresql_only(
+        (
             "SQLite lets one writer in at a time, so there is no race to test; "
             "it runs on PostgreSQL (DATABASE_URL)"
         ),
