@@ -79,11 +79,18 @@ def env_rate(name: str, default: str) -> str:
 
 DEBUG = env_bool("DEBUG", False)
 
+# SECRET_KEY, else the embedded default's key that `make run` keeps in var/secret_key, so
+# `manage.py` commands beside `make run` sign, hash and decrypt as its server does (API
+# tokens, the credential vault); else, with DEBUG=1 only, a development key.
 SECRET_KEY = env_str("SECRET_KEY")
+_KEY_FILE = VAR_DIR / "secret_key"
+if not SECRET_KEY and _KEY_FILE.is_file():
+    SECRET_KEY = _KEY_FILE.read_text().strip()
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
             "SECRET_KEY is not set. Set it in the environment (50+ random characters), "
+            "run `make run` once (it keeps one in var/secret_key), "
             "or set DEBUG=1 for a local development key."
         )
     SECRET_KEY = "dev-only-insecure-key-" + "x" * 40  # noqa: S105 - DEBUG only

@@ -69,7 +69,36 @@ def test_it_reads_postgres_and_redis_urls():
         ({"SECRET_KEY": "", "DEBUG": "0"}, "SECRET_KEY is not set"),
     ],
 )
-def test_it_refuses_a_setting_it_cannot_read(env, message):
-    result = load_settings(**env)
+def test_it_refuses_a_setting_it_cannot_read(env, message, tmp_path):
+    result = load_settings(HIERARCH_VAR_DIR=str(tmp_path), **env)  # no var/secret_key there
     assert result.returncode != 0
     assert message in result.stderr
+
+
+def secret_key_with(**env: str) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG"}}
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; print(s.SECRET_KEY)"
+    )
+    return subprocess.run(  # noqa: S603
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**environment, **env, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_commands_beside_make_run_use_the_key_it_keeps(tmp_path):
+    """`manage.py` in another terminal signs and decrypts as `make run`'s server does."""
+    kept = "kept-by-make-run-" + "k" * 50
+    (tmp_path / "secret_key").write_text(kept + "\n")
+
+    result = secret_key_with(HIERARCH_VAR_DIR=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == kept
+
+    explicit = "from-the-environment-" + "e" * 40  # an explicit SECRET_KEY still wins
+    result = secret_key_with(HIERARCH_VAR_DIR=str(tmp_path), SECRET_KEY=explicit)
+    assert result.stdout.strip() == explicit, result.stderr
