@@ -62,3 +62,22 @@ def plain_static_storage(settings):
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+@pytest.fixture(scope="session")
+def _inline_pool_stopped_before_the_test_database_goes(django_db_setup):
+    """The inline executor's threads keep their database connections between steps (as a
+    server's do); the test database cannot be dropped while they hold them. Set up after
+    the test database, so torn down before it."""
+    yield
+    from runs import executors
+
+    executors.shutdown_inline_pool()
+
+
+@pytest.fixture(autouse=True)
+def _inline_pool_guard(request):
+    if request.node.get_closest_marker("django_db") or {"db", "transactional_db"} & set(
+        request.fixturenames
+    ):
+        request.getfixturevalue("_inline_pool_stopped_before_the_test_database_goes")

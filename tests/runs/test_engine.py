@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from entities.models import Entity
+from runs import services
 from runs.engine.core import Engine
 from runs.gateway import LiteLLMGateway
 from runs.models import LLMCall, Run, RunEvent, StepRun, ToolCall
@@ -45,8 +46,15 @@ class Driver:
         self.later: list[tuple[str, float]] = []
 
     def run(self, entity: Entity, input_data: dict) -> Run:
-        run = run_start(entity=entity, input_data=input_data)
-        self.queue.append(str(run.pk))
+        # run_start hands the root to the configured executor: in a test that commits, the
+        # inline pool's threads would advance it too, racing this one. Here this thread is
+        # the executor.
+        handed_to = services.enqueue
+        services.enqueue = self.queue.append
+        try:
+            run = run_start(entity=entity, input_data=input_data)
+        finally:
+            services.enqueue = handed_to
         self.drain()
         run.refresh_from_db()
         return run
