@@ -1600,17 +1600,20 @@ class _Heartbeat:
             time.sleep(max(lease_seconds() / 3, 0.5))
             with cls._lock:
                 held = list(cls._held.items())
-            if held:
+            # Nothing may end this thread: a missed beat only shortens a lease. (Its
+            # connection goes as the settings say, at once with no DB_CONN_MAX_AGE, not kept
+            # idle for the process's life once no run is busy.)
+            with contextlib.suppress(Exception):
                 close_old_connections()
+            if held:
                 until = timezone.now() + timedelta(seconds=lease_seconds())
                 for run_id, owner in held:
-                    with contextlib.suppress(Exception):  # a missed beat only shortens a lease
+                    with contextlib.suppress(Exception):
                         Run.objects.filter(pk=run_id, lease_owner=owner).update(
                             lease_expires_at=until
                         )
-            # Its connection goes as the settings say (at once with no DB_CONN_MAX_AGE), not
-            # kept idle for the process's life once no run is busy.
-            close_old_connections()
+                with contextlib.suppress(Exception):
+                    close_old_connections()
 
 
 MEMORY_RECENT_N = 10
