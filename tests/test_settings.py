@@ -2,33 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.smoke
+from tests.settings_process import settings_printed
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.smoke
 
 
 def load_settings(**env: str) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DEBUG"}}
-    environment.update(env)
-    code = (
-        "import django; django.setup(); from django.conf import settings; "
-        "print(settings.DATABASES['default']['ENGINE'], settings.HIERARCH_EXECUTOR, "
-        "settings.CHANNEL_LAYERS['default']['BACKEND'])"
-    )
-    return subprocess.run(  # noqa: S603
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env={**environment, "DJANGO_SETTINGS_MODULE": "config.settings"},
-        capture_output=True,
-        text=True,
-        timeout=60,
+    return settings_printed(
+        "settings.DATABASES['default']['ENGINE']",
+        "settings.HIERARCH_EXECUTOR",
+        "settings.CHANNEL_LAYERS['default']['BACKEND']",
+        without={"DATABASE_URL", "DEBUG"},
+        **env,
     )
 
 
@@ -76,18 +65,7 @@ def test_it_refuses_a_setting_it_cannot_read(env, message, tmp_path):
 
 
 def secret_key_with(**env: str) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG"}}
-    code = (
-        "import django; django.setup(); from django.conf import settings as s; print(s.SECRET_KEY)"
-    )
-    return subprocess.run(  # noqa: S603
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env={**environment, **env, "DJANGO_SETTINGS_MODULE": "config.settings"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return settings_printed("settings.SECRET_KEY", without={"SECRET_KEY", "DEBUG"}, **env)
 
 
 def test_commands_beside_make_run_use_the_key_it_keeps(tmp_path):

@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from django.conf import settings
 
+from tests.settings_process import settings_printed
 from tools.models import RateCounter
 from tools.ratelimit import (
     ALLOWED,
@@ -27,7 +26,6 @@ from tools.ratelimit import (
     rate_limiter,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
 # 12:34:30.25 on 15 January 2025 (UTC): mid-minute, mid-hour.
 NOW = 1_736_944_470.25
 MINUTE_END = 1_736_944_500.0
@@ -278,18 +276,8 @@ def test_a_backend_that_does_not_exist_is_named(settings):
 
 
 def _load_settings(**env: str) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-    code = (
-        "import django; django.setup(); from django.conf import settings; "
-        "print(settings.HIERARCH_RATE_LIMIT_BACKEND)"
-    )
-    return subprocess.run(  # noqa: S603 - our own interpreter
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env={**environment, **env, "DJANGO_SETTINGS_MODULE": "config.settings"},
-        capture_output=True,
-        text=True,
-        timeout=60,
+    return settings_printed(
+        "settings.HIERARCH_RATE_LIMIT_BACKEND", without={"DATABASE_URL", "REDIS_URL"}, **env
     )
 
 
