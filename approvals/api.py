@@ -23,7 +23,7 @@ from approvals.models import Approval, ApprovalStatus, Decision, Trigger
 from approvals.selectors import approval_get, approvals_visible_to
 from approvals.services import FEEDBACK_MAX, approval_decide, can_decide
 from config.api_contract import StrictSerializer, error_responses
-from config.api_lists import ChoicesFilter, FilteredListAPIView, ListFilters, workspace_among_yours
+from config.api_lists import ChoicesFilter, FilteredListAPIView, ListFilters
 from entities.models import Entity, Workspace
 
 # -- what a request looks like ------------------------------------------------------------------
@@ -264,10 +264,10 @@ class LockConstraintDecisionSerializer(ApproveDecisionSerializer):
 
 
 DECISION_BODIES: dict[str, type[StrictSerializer]] = {
-    Decision.APPROVE: ApproveDecisionSerializer,
-    Decision.EDIT: EditDecisionSerializer,
-    Decision.REJECT: RejectDecisionSerializer,
-    Decision.LOCK_CONSTRAINT: LockConstraintDecisionSerializer,
+    Decision.APPROVE.value: ApproveDecisionSerializer,
+    Decision.EDIT.value: EditDecisionSerializer,
+    Decision.REJECT.value: RejectDecisionSerializer,
+    Decision.LOCK_CONSTRAINT.value: LockConstraintDecisionSerializer,
 }
 # A field of one decision sent with another: said plainly rather than "unknown field".
 MISPLACED = {
@@ -282,21 +282,30 @@ DecisionRequest = PolymorphicProxySerializer(
 )
 
 
+class AnyDecisionSerializer(StrictSerializer):
+    """A body whose `decision` picks none of the four: its problems, all named at once (the
+    decision, unknown fields, a body that is not an object). Not in the schema."""
+
+    decision = serializers.ChoiceField(
+        choices=Decision.choices,
+        error_messages={
+            "invalid_choice": '"{input}" is not a decision; use one of '
+            + ", ".join(Decision.values)
+        },
+    )
+    notes = serializers.CharField(required=False, allow_blank=True)
+    payload = serializers.JSONField(required=False)
+    constraint = serializers.JSONField(required=False)
+
+
 def decision_body(data: Any) -> dict[str, Any]:
     """The body of a decision, validated by the serializer of its `decision`: `approve`;
     `edit` with the changed `payload`; `reject` with the feedback in `notes`;
     `lock_constraint` with a `constraint`."""
-    if not isinstance(data, Mapping):
-        raise serializers.ValidationError({"decision": "send a JSON object with a decision"})
-    kind = data.get("decision")
-    if "decision" not in data:
-        raise serializers.ValidationError({"decision": "This field is required."})
-    if not isinstance(kind, str) or kind not in DECISION_BODIES:
-        raise serializers.ValidationError(
-            {"decision": f'"{kind}" is not a decision; use one of ' + ", ".join(Decision.values)}
-        )
-    body = DECISION_BODIES[kind](data=data)
-    if not body.is_valid():
+    kind = data.get("decision") if isinstance(data, Mapping) else None
+    serializer_class = DECISION_BODIES.get(kind) if isinstance(kind, str) else None
+    body = (serializer_class or AnyDecisionSerializer)(data=data)
+    if not body.is_valid() or serializer_class is None:
         errors = {
             name: [MISPLACED[name]] if name in MISPLACED and name not in body.fields else problem
             for name, problem in body.errors.items()
@@ -320,9 +329,6 @@ class ApprovalFilters(ListFilters):
         help_text="A run's id.",
         error_messages={"invalid": '"{value}" is not a run id (a UUID)'},
     )
-
-    def validate_workspace(self, value: str) -> Workspace:
-        return workspace_among_yours(self.context["request"].user, value)
 
     def narrow(self, approvals: QuerySet[Approval]) -> QuerySet[Approval]:
         filters = self.validated_data

@@ -21,6 +21,15 @@ class ListFilters(StrictSerializer):
 
     passed_over = frozenset({"page", "page_size", "format"})
 
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        # Once the query is well formed (a 400 names everything wrong with it first): the
+        # workspace it names, or 404.
+        if "workspace" in data:
+            data["workspace"] = workspace_among_yours(
+                self.context["request"].user, data["workspace"]
+            )
+        return data
+
     def narrow(self, queryset: Any) -> Any:
         raise NotImplementedError
 

@@ -423,9 +423,11 @@ class EntityCreateSerializer(StrictSerializer):
         "take their defaults."
     )
 
-    def validate_workspace(self, value: str) -> Workspace:
-        # 404 whether it exists or not, as for a workspace in a path or a filter.
-        return workspace_among_yours(self.context["request"].user, value)
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        # Once the body is well formed: the workspace, or 404 whether it exists or not, as
+        # for a workspace in a path or a filter.
+        data["workspace"] = workspace_among_yours(self.context["request"].user, data["workspace"])
+        return data
 
     def validate_definition(self, value: Any) -> Any:
         return _storable(value)
@@ -488,9 +490,6 @@ class EntityFilters(ListFilters):
         help_text="Words in the name, display name or description (any case).",
     )
     tag = serializers.CharField(required=False, max_length=100, help_text="Carries this tag.")
-
-    def validate_workspace(self, value: str) -> Workspace:
-        return workspace_among_yours(self.context["request"].user, value)
 
     def narrow(self, entities: QuerySet[Entity]) -> QuerySet[Entity]:
         filters = self.validated_data

@@ -42,8 +42,8 @@ from rest_framework.views import APIView
 
 from approvals.api import EntityRefSerializer, WorkspaceRefSerializer
 from config.api_contract import StrictSerializer, error_responses
-from config.api_lists import ChoicesFilter, FilteredListAPIView, ListFilters, workspace_among_yours
-from entities.models import Entity, Workspace
+from config.api_lists import ChoicesFilter, FilteredListAPIView, ListFilters
+from entities.models import Entity
 from entities.selectors import entity_get, workspace_find
 from governance.permissions import ADMINISTER, has_perm
 from runs.models import TERMINAL, Run, RunStatus
@@ -144,9 +144,6 @@ class RunFilters(ListFilters):
         required=False,
         help_text="ISO 8601; runs created before it (none when it is not after created_after).",
     )
-
-    def validate_workspace(self, value: str) -> Workspace:
-        return workspace_among_yours(self.context["request"].user, value)
 
     def narrow(self, runs: QuerySet[Run]) -> QuerySet[Run]:
         filters = self.validated_data

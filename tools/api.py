@@ -16,7 +16,7 @@ from rest_framework import generics, serializers
 
 from approvals.api import WorkspaceRefSerializer
 from config.api_contract import error_responses
-from config.api_lists import ChoicesFilter, FilteredListAPIView, ListFilters, workspace_among_yours
+from config.api_lists import ChoicesFilter, FilteredListAPIView, ListFilters
 from tools.models import Tool, ToolPermission
 from tools.selectors import tool_get, tool_list
 
@@ -119,9 +119,6 @@ class ToolFilters(ListFilters):
     q = serializers.CharField(
         required=False, max_length=200, help_text="Words in the tool id, name or description."
     )
-
-    def validate_workspace(self, value: str) -> Any:
-        return workspace_among_yours(self.context["request"].user, value)
 
     def narrow(self, tools: QuerySet[Tool]) -> QuerySet[Tool]:
         filters = self.validated_data

@@ -15,7 +15,7 @@ from tests.api.checks import error_of
 from tests.api.factories import POST_SCHEMA, approval_for
 from tests.factories import EntityFactory, UserFactory, WorkspaceFactory, grant, paused_run
 
-LIST = "/api/v1/approvals/"
+LIST = "/api/v1/approvals"
 
 
 def detail(approval: Approval) -> str:
@@ -124,9 +124,9 @@ def test_a_workspace_filter_for_another_workspace_is_refused_as_if_it_did_not_ex
 ):
     api.force_login(dave)
 
-    theirs = error_of(api.get(LIST, {"workspace": "globex"}), 400, "VALIDATION_ERROR")
-    nowhere = error_of(api.get(LIST, {"workspace": "nowhere"}), 400, "VALIDATION_ERROR")
-    by_id = error_of(api.get(LIST, {"workspace": str(globex.pk)}), 400, "VALIDATION_ERROR")
+    theirs = error_of(api.get(LIST, {"workspace": "globex"}), 404, "NOT_FOUND")
+    nowhere = error_of(api.get(LIST, {"workspace": "nowhere"}), 404, "NOT_FOUND")
+    by_id = error_of(api.get(LIST, {"workspace": str(globex.pk)}), 404, "NOT_FOUND")
 
     assert theirs["error"]["details"] == {"workspace": 'no workspace "globex" among yours'}
     assert nowhere["error"]["details"] == {"workspace": 'no workspace "nowhere" among yours'}

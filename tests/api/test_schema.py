@@ -20,11 +20,11 @@ def schema(api, db) -> dict:
 def test_the_schema_lists_the_approvals_endpoints(schema):
     assert schema["openapi"].startswith("3.")
     assert set(schema["paths"]) >= {
-        "/api/v1/approvals/",
+        "/api/v1/approvals",
         "/api/v1/approvals/{id}",
         "/api/v1/approvals/{id}/decision",
     }
-    listing = schema["paths"]["/api/v1/approvals/"]["get"]
+    listing = schema["paths"]["/api/v1/approvals"]["get"]
     assert {p["name"] for p in listing["parameters"]} == {
         "status",
         "workspace",
