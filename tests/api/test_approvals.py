@@ -515,3 +515,27 @@ def test_a_closed_request_cannot_be_decided(api, dave, publisher, status):
     api.force_login(dave)
 
     error_of(api.post(decision(closed), {"decision": "approve"}), 409, "ALREADY_DECIDED")
+
+
+def test_an_edit_without_a_payload_is_refused_before_anything_is_decided(api, dave, acme_request):
+    api.force_login(dave)
+
+    body = error_of(api.post(decision(acme_request), {"decision": "edit"}), 400, "VALIDATION_ERROR")
+
+    assert body["error"]["details"] == {"payload": "This field is required."}
+    assert still_pending(acme_request)
+
+
+def test_a_null_payload_with_another_decision_is_refused_as_the_schema_says(
+    api, dave, acme_request
+):
+    api.force_login(dave)
+
+    body = error_of(
+        api.post(decision(acme_request), {"decision": "approve", "payload": None}, format="json"),
+        400,
+        "VALIDATION_ERROR",
+    )
+
+    assert body["error"]["details"] == {"payload": "only an edit takes a payload"}
+    assert still_pending(acme_request)
