@@ -8,11 +8,12 @@ into seed 001's error object: 409 ALREADY_DECIDED, 400 VALIDATION_ERROR with the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.db.models import QuerySet
 from django.urls import NoReverseMatch, Resolver404, resolve, reverse
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema, extend_schema_field
 from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,9 +21,9 @@ from rest_framework.views import APIView
 
 from approvals.models import Approval, ApprovalStatus, Decision, Trigger
 from approvals.selectors import approval_get, approvals_visible_to
-from approvals.services import approval_decide, can_decide
+from approvals.services import FEEDBACK_MAX, approval_decide, can_decide
 from config.api_contract import StrictSerializer, error_responses
-from config.api_lists import FilteredListAPIView, ListFilters, comma_choices, workspace_among_yours
+from config.api_lists import ChoicesFilter, FilteredListAPIView, ListFilters
 from entities.models import Entity, Workspace
 
 # -- what a request looks like ------------------------------------------------------------------
@@ -166,10 +167,124 @@ class ApprovalSerializer(ApprovalSummarySerializer):
 # -- what a client sends ------------------------------------------------------------------------
 
 
-class DecisionSerializer(StrictSerializer):
-    """A decision on a request: `approve`; `edit` with the changed `payload` (valid against
-    the request's `edit_schema`); `reject` with the feedback in `notes`; `lock_constraint` with
-    a `constraint` the rest of the run must respect."""
+# A decision's body depends on the decision: the schema says so with one object per decision
+# (oneOf, discriminated by `decision`), and the API validates a body with the same serializer
+# the schema shows for its decision, so the two cannot drift apart.
+
+NOTES_HELP = "Why; for reject, the feedback the run receives."
+CONSTRAINT_TEXT = {"type": "string", "pattern": r"\S", "maxLength": 1000}
+
+
+@extend_schema_field(
+    {
+        "description": "Any JSON value but null.",
+        "anyOf": [
+            {"type": "object", "additionalProperties": {}},
+            {"type": "array", "items": {}},
+            {"type": "string"},
+            {"type": "number"},
+            {"type": "boolean"},
+        ],
+    }
+)
+class PayloadField(serializers.JSONField):
+    """The changed payload of an edit: any JSON value but null, checked against the request's
+    edit_schema by the service."""
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {**CONSTRAINT_TEXT, "description": "The constraint in words."},
+            {
+                "type": "object",
+                "properties": {
+                    "constraint": {**CONSTRAINT_TEXT, "description": "The constraint in words."},
+                    "rule": {
+                        "description": "JSONLogic that must hold before every later tool call.",
+                        "anyOf": [
+                            {"type": "object", "additionalProperties": {}},
+                            {"type": "boolean"},
+                        ],
+                    },
+                    "forbid_tools": {
+                        "type": "array",
+                        "items": {"type": "string", "minLength": 1},
+                        "description": "Tool ids the rest of the run may not call.",
+                    },
+                },
+                "required": ["constraint"],
+                "additionalProperties": False,
+            },
+        ]
+    }
+)
+class ConstraintField(serializers.JSONField):
+    """A locked constraint: text, or {"constraint": text, "rule": JSONLogic, "forbid_tools":
+    [tool ids]}; checked by `approvals.services.constraint_problems`."""
+
+
+def _decision_choice(decision: Decision) -> serializers.ChoiceField:
+    return serializers.ChoiceField(choices=[(decision.value, decision.label)])
+
+
+class ApproveDecisionSerializer(StrictSerializer):
+    """The run goes on with what was asked."""
+
+    decision = _decision_choice(Decision.APPROVE)
+    notes = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=True,
+        max_length=FEEDBACK_MAX,
+        help_text=NOTES_HELP,
+    )
+
+
+class RejectDecisionSerializer(ApproveDecisionSerializer):
+    """The run receives the feedback in `notes`."""
+
+    decision = _decision_choice(Decision.REJECT)
+
+
+class EditDecisionSerializer(ApproveDecisionSerializer):
+    """The run goes on with `payload` instead of what was asked."""
+
+    decision = _decision_choice(Decision.EDIT)
+    payload = PayloadField(
+        help_text="The changed payload, valid against the request's edit_schema."
+    )
+
+
+class LockConstraintDecisionSerializer(ApproveDecisionSerializer):
+    """The run goes on, and `constraint` binds the rest of it."""
+
+    decision = _decision_choice(Decision.LOCK_CONSTRAINT)
+    constraint = ConstraintField(help_text="The constraint the rest of the run must respect.")
+
+
+DECISION_BODIES: dict[str, type[StrictSerializer]] = {
+    Decision.APPROVE.value: ApproveDecisionSerializer,
+    Decision.EDIT.value: EditDecisionSerializer,
+    Decision.REJECT.value: RejectDecisionSerializer,
+    Decision.LOCK_CONSTRAINT.value: LockConstraintDecisionSerializer,
+}
+# A field of one decision sent with another: said plainly rather than "unknown field".
+MISPLACED = {
+    "payload": "only an edit takes a payload",
+    "constraint": "only lock_constraint takes a constraint",
+}
+
+DecisionRequest = PolymorphicProxySerializer(
+    component_name="Decision",
+    serializers=DECISION_BODIES,
+    resource_type_field_name="decision",
+)
+
+
+class AnyDecisionSerializer(StrictSerializer):
+    """A body whose `decision` picks none of the four: its problems, all named at once (the
+    decision, unknown fields, a body that is not an object). Not in the schema."""
 
     decision = serializers.ChoiceField(
         choices=Decision.choices,
@@ -178,42 +293,35 @@ class DecisionSerializer(StrictSerializer):
             + ", ".join(Decision.values)
         },
     )
-    notes = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        trim_whitespace=True,
-        help_text="Why; for reject, the feedback the run receives.",
-    )
-    payload = serializers.JSONField(
-        required=False,
-        allow_null=True,
-        help_text="With edit only: the changed payload, valid against the request's edit_schema.",
-    )
-    constraint = serializers.JSONField(
-        required=False,
-        allow_null=True,
-        help_text='With lock_constraint only: the constraint in words, or {"constraint": '
-        'text, "rule": JSONLogic, "forbid_tools": [tool ids]}.',
-    )
+    notes = serializers.CharField(required=False, allow_blank=True)
+    payload = serializers.JSONField(required=False)
+    constraint = serializers.JSONField(required=False)
 
-    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
-        problems = {}
-        if data.get("payload") is not None and data["decision"] != Decision.EDIT:
-            problems["payload"] = "only an edit takes a payload"
-        if data.get("constraint") is not None and data["decision"] != Decision.LOCK_CONSTRAINT:
-            problems["constraint"] = "only lock_constraint takes a constraint"
-        if problems:
-            raise serializers.ValidationError(problems)
-        return data
+
+def decision_body(data: Any) -> dict[str, Any]:
+    """The body of a decision, validated by the serializer of its `decision`: `approve`;
+    `edit` with the changed `payload`; `reject` with the feedback in `notes`;
+    `lock_constraint` with a `constraint`."""
+    kind = data.get("decision") if isinstance(data, Mapping) else None
+    serializer_class = DECISION_BODIES.get(kind) if isinstance(kind, str) else None
+    body = (serializer_class or AnyDecisionSerializer)(data=data)
+    if not body.is_valid() or serializer_class is None:
+        errors = {
+            name: [MISPLACED[name]] if name in MISPLACED and name not in body.fields else problem
+            for name, problem in body.errors.items()
+        }
+        raise serializers.ValidationError(errors)
+    return dict(body.validated_data)
 
 
 class ApprovalFilters(ListFilters):
     """The list's query string: `status` (one or more, comma-separated), `workspace` (id or
     slug), `run` (a run's id)."""
 
-    status = serializers.CharField(
-        required=False,
-        help_text="One or more of " + ", ".join(ApprovalStatus.values) + ", comma-separated.",
+    status = ChoicesFilter(
+        choices=ApprovalStatus.values,
+        noun="status",
+        help_text="One or more statuses, repeated or comma-separated, in any case.",
     )
     workspace = serializers.CharField(required=False, help_text="A workspace's id or slug.")
     run = serializers.UUIDField(
@@ -221,12 +329,6 @@ class ApprovalFilters(ListFilters):
         help_text="A run's id.",
         error_messages={"invalid": '"{value}" is not a run id (a UUID)'},
     )
-
-    def validate_status(self, value: str) -> list[str]:
-        return comma_choices(value, ApprovalStatus.values, "status")
-
-    def validate_workspace(self, value: str) -> Workspace:
-        return workspace_among_yours(self.context["request"].user, value)
 
     def narrow(self, approvals: QuerySet[Approval]) -> QuerySet[Approval]:
         filters = self.validated_data
@@ -247,7 +349,7 @@ class ApprovalFilters(ListFilters):
     summary="Requests of your workspaces",
     description="Newest first, every status (history included) unless `status` narrows it.",
     parameters=[ApprovalFilters],
-    responses={200: ApprovalSummarySerializer(many=True), **error_responses(400)},
+    responses={200: ApprovalSummarySerializer(many=True), **error_responses(400, 404)},
 )
 class ApprovalList(FilteredListAPIView):
     serializer_class = ApprovalSummarySerializer
@@ -277,12 +379,11 @@ class ApprovalDecision(APIView):
         description="Taken once: when someone decided first, or the request timed out, the "
         "answer is 409 ALREADY_DECIDED saying who decided and when. An edit that breaks the "
         "request's edit_schema is a 400 with the field errors, and the request stays open.",
-        request=DecisionSerializer,
+        request=DecisionRequest,
         responses={200: ApprovalSerializer, **error_responses(400, 403, 404, 409)},
     )
     def post(self, request: Request, pk: int) -> Response:
         approval = approval_get(request.user, pk)
-        body = DecisionSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        approval = approval_decide(approval=approval, user=request.user, **body.validated_data)
+        body = decision_body(request.data)
+        approval = approval_decide(approval=approval, user=request.user, **body)
         return Response(ApprovalSerializer(approval, context={"request": request}).data)

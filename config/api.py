@@ -1,5 +1,6 @@
 """The API's urlconf, under /api/v1/: each app's endpoints (its `api.py`), the OpenAPI schema,
-its documentation page, and a JSON 404 for every other address.
+its documentation page, each endpoint with a trailing slash too, and a JSON 404 for every
+other address.
 
 The shared plumbing (the error object and exception handler, pagination, strict request
 bodies) is in `config/api_contract.py`; DRF settings are REST_FRAMEWORK in config/settings.py.
@@ -7,7 +8,9 @@ bodies) is in `config/api_contract.py`; DRF settings are REST_FRAMEWORK in confi
 
 from __future__ import annotations
 
+from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, path, re_path, resolve, reverse
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.decorators import api_view, permission_classes
@@ -29,27 +32,39 @@ ANY_METHOD = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 @api_view(ANY_METHOD)
 @permission_classes([AllowAny])
 def no_endpoint(request: Request, path: str) -> None:
-    """Any other address under /api/v1/: a 404 in the error object, not Django's HTML page,
-    with the address that exists when only a slash was wrong."""
-    message = f"no API endpoint at {request.path}"
+    """Any other address under /api/v1/: a 404 in the error object, not Django's HTML page."""
+    raise NotFound(
+        f"no API endpoint at {request.path} (the endpoints are listed at {reverse('api:docs')})"
+    )
+
+
+@csrf_exempt  # the view it hands over to checks CSRF itself (DRF's session authentication)
+def either_slash(request: HttpRequest, path: str) -> HttpResponse:
+    """An address that is not an endpoint as written: the endpoint it names with or without a
+    trailing slash, whatever the method, answered by the same view in the same request (a
+    redirect would lose a POST's body); else `no_endpoint`'s 404.
+
+    The API's paths have no trailing slash (`/api/v1/entities`); the slash a DRF user types by
+    habit (`/api/v1/entities/`) and the old `/api/v1/approvals/` keep working. The schema lists
+    the one form only."""
     other = request.path[:-1] if request.path.endswith("/") else request.path + "/"
     try:
         match = resolve(other)
     except Resolver404:
         match = None
-    if match is not None and match.url_name != "no-endpoint":
-        message += f"; did you mean {other}?"
-    raise NotFound(f"{message} (the endpoints are listed at {reverse('api:docs')})")
+    if match is not None and match.url_name not in {"no-endpoint", "either-slash"}:
+        return match.func(request, *match.args, **match.kwargs)
+    return no_endpoint(request, path=path)
 
 
 urlpatterns = [
     *entities_api.urlpatterns,
     *runs_api.urlpatterns,
     *tools_api.urlpatterns,
-    path("approvals/", ApprovalList.as_view(), name="approval-list"),
+    path("approvals", ApprovalList.as_view(), name="approval-list"),
     path("approvals/<int:pk>", ApprovalDetail.as_view(), name="approval-detail"),
     path("approvals/<int:pk>/decision", ApprovalDecision.as_view(), name="approval-decision"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
-    re_path(r"^(?P<path>(?s:.*))$", no_endpoint, name="no-endpoint"),
+    re_path(r"^(?P<path>(?s:.*))$", either_slash, name="either-slash"),
 ]

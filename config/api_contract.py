@@ -22,6 +22,8 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
 from django.utils.module_loading import import_string
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.serializers import PolymorphicProxySerializerExtension
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, pagination, serializers, status
 from rest_framework.response import Response
@@ -147,6 +149,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         message = "the request is not valid: " + "; ".join(
             f"{where}: {problem}" for where, problem in details.items()
         )
+    elif isinstance(exc.detail, Mapping):
+        # A 404 or 409 about a field of the body or query (`Conflict({"status": …})`).
+        details = field_errors(exc.detail)
+        message = "; ".join(f"{where}: {problem}" for where, problem in details.items())
     elif isinstance(exc, exceptions.Throttled):
         backoff = max(1, math.ceil(exc.wait or 1))
         retryable = True
@@ -162,9 +168,20 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
+class Conflict(exceptions.APIException):
+    """409 CONFLICT: a request the schema calls valid that the object's current state
+    refuses (an entity moved to the status it has). A 400 is for what is wrong in the request
+    itself; this is for what is wrong with doing it now."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "the request conflicts with the object's current state"
+    default_code = "conflict"
+
+
 class PageNumberPagination(pagination.PageNumberPagination):
-    """`?page=N&page_size=M`; a page number or size that is not a whole number is refused
-    (400), a page past the last is not found (404), a size above the maximum is capped."""
+    """`?page=N&page_size=M`; a page number or size that is not a whole number of 1 or more is
+    refused (400), a page past the last is not found (404), a size above the maximum is
+    capped. The schema says the same (`minimum: 1`); every list documents the 404."""
 
     page_size = settings.HIERARCH_API["PAGE_SIZE"]
     page_size_query_param = "page_size"
@@ -181,6 +198,19 @@ class PageNumberPagination(pagination.PageNumberPagination):
         if problems:
             raise exceptions.ValidationError(problems)
         return super().paginate_queryset(queryset, request, view)
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            parameter["schema"]["minimum"] = 1
+            if parameter["name"] == self.page_size_query_param:
+                parameter["description"] = (
+                    f"How many per page: {self.page_size} unless given; "
+                    f"more than {self.max_page_size} gives {self.max_page_size}."
+                )
+            else:
+                parameter["description"] = "A page number; one past the last page is a 404."
+        return parameters
 
 
 class StrictSerializer(serializers.Serializer):
@@ -210,6 +240,36 @@ class StrictSerializer(serializers.Serializer):
         return value
 
 
+class StrictSerializerScheme(OpenApiSerializerExtension):
+    """A strict body's schema says what the API does with a field it does not know: refuse it
+    (`additionalProperties: false`), so no client or generator takes an extra field for
+    valid."""
+
+    target_class = StrictSerializer
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        # drf-spectacular's documented way for an extension to start from the usual mapping.
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        schema["additionalProperties"] = False
+        return schema
+
+
+class PolymorphicBodyScheme(PolymorphicProxySerializerExtension):
+    """A body of one of several shapes (`PolymorphicProxySerializer`, oneOf by a field such as
+    `decision`) cannot be left out: its schema requires the field that picks the shape, so
+    the request body is required too. drf-spectacular's own mapping otherwise."""
+
+    priority = 0  # before drf-spectacular's (-1), which it extends
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = super().map_serializer(auto_schema, direction)
+        field = self.target.resource_type_field_name
+        if field:
+            schema["required"] = [field]
+        return schema
+
+
 # The error object, for the OpenAPI schema.
 
 
@@ -222,9 +282,11 @@ class ErrorBodySerializer(serializers.Serializer):
     )
     message = serializers.CharField(help_text="What went wrong, for a person.")
     details = serializers.DictField(
-        child=serializers.CharField(),
+        # Null where there is nothing to say: a request that timed out has no responded_by.
+        child=serializers.CharField(allow_null=True),
         help_text='What is wrong with each field, by its path ("payload.subject"); '
-        "for ALREADY_DECIDED: status, decision, responded_by, responded_at.",
+        "for ALREADY_DECIDED: status, decision, responded_by, responded_at (null when "
+        "nobody decided).",
     )
 
 
@@ -250,7 +312,8 @@ ERROR_WHEN = {
     405: "METHOD_NOT_ALLOWED",
     406: "NOT_ACCEPTABLE: the API answers JSON only",
     409: "ALREADY_DECIDED: someone decided first, or the request timed out or closed; "
-    "CONFLICT: the run has ended already; IDEMPOTENCY_CONFLICT: the Idempotency-Key was used "
+    "CONFLICT: the object's current state refuses it (a run that has ended, an entity "
+    "that cannot move to that status); IDEMPOTENCY_CONFLICT: the Idempotency-Key was used "
     "with another request",
     415: "UNSUPPORTED_MEDIA_TYPE: send application/json",
     429: "RATE_LIMITED: retryable, wait `backoffSec` seconds",

@@ -36,9 +36,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.api import WorkspaceRefSerializer
-from config.api_contract import ErrorSerializer, StrictSerializer, error_responses
-from config.api_lists import FilteredListAPIView, ListFilters, comma_choices, workspace_among_yours
-from entities.definition import DefinitionInvalid, Problem
+from config.api_contract import Conflict, ErrorSerializer, StrictSerializer, error_responses
+from config.api_lists import ChoicesFilter, FilteredListAPIView, ListFilters, workspace_among_yours
+from entities.definition import SECTIONS, DefinitionInvalid, Problem
 from entities.exchange import (
     ImportFileError,
     definition_of,
@@ -393,7 +393,20 @@ class ExportDocumentSerializer(serializers.Serializer):
 # -- what a client sends ------------------------------------------------------------------------
 
 
-@extend_schema_field({"type": "object", "additionalProperties": {}})
+@extend_schema_field(
+    {
+        "type": "object",
+        # The sections are a fixed set (anything else is refused, naming the closest one);
+        # what each holds is checked by the services against the section's JSON Schema
+        # (entities/schemas/) and the rest of the workspace, which no OpenAPI schema can say.
+        "properties": {
+            # null, like a section left out, takes the defaults
+            section: {"type": "object", "additionalProperties": {}, "nullable": True}
+            for section in SECTIONS
+        },
+        "additionalProperties": False,
+    }
+)
 class DefinitionField(serializers.JSONField):
     """A whole definition in the exchange format; the services validate it."""
 
@@ -410,11 +423,11 @@ class EntityCreateSerializer(StrictSerializer):
         "take their defaults."
     )
 
-    def validate_workspace(self, value: str) -> Workspace:
-        workspace = workspace_find(user=self.context["request"].user, ref=value)
-        if workspace is None:  # the same answer whether it exists or not
-            raise serializers.ValidationError(f'no workspace "{value}" among yours')
-        return workspace
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        # Once the body is well formed: the workspace, or 404 whether it exists or not, as
+        # for a workspace in a path or a filter.
+        data["workspace"] = workspace_among_yours(self.context["request"].user, data["workspace"])
+        return data
 
     def validate_definition(self, value: Any) -> Any:
         return _storable(value)
@@ -460,13 +473,15 @@ class EntityFilters(ListFilters):
     """The list's query string."""
 
     workspace = serializers.CharField(required=False, help_text="A workspace's id or slug.")
-    type = serializers.CharField(
-        required=False,
-        help_text="One or more of " + ", ".join(EntityType.values) + ", comma-separated.",
+    type = ChoicesFilter(
+        choices=EntityType.values,
+        noun="type",
+        help_text="One or more types, repeated or comma-separated, in any case.",
     )
-    status = serializers.CharField(
-        required=False,
-        help_text="One or more of " + ", ".join(EntityStatus.values) + ", comma-separated.",
+    status = ChoicesFilter(
+        choices=EntityStatus.values,
+        noun="status",
+        help_text="One or more statuses, repeated or comma-separated, in any case.",
     )
     name = serializers.CharField(required=False, help_text="Exactly this name.")
     q = serializers.CharField(
@@ -475,15 +490,6 @@ class EntityFilters(ListFilters):
         help_text="Words in the name, display name or description (any case).",
     )
     tag = serializers.CharField(required=False, max_length=100, help_text="Carries this tag.")
-
-    def validate_workspace(self, value: str) -> Workspace:
-        return workspace_among_yours(self.context["request"].user, value)
-
-    def validate_type(self, value: str) -> list[str]:
-        return comma_choices(value, EntityType.values, "type")
-
-    def validate_status(self, value: str) -> list[str]:
-        return comma_choices(value, EntityStatus.values, "status")
 
     def narrow(self, entities: QuerySet[Entity]) -> QuerySet[Entity]:
         filters = self.validated_data
@@ -604,7 +610,7 @@ class EntityList(FilteredListAPIView):
         ],
         responses={
             201: EntitySavedSerializer,
-            **error_responses(400, 403, 415),
+            **error_responses(400, 403, 404, 415),
             **TOO_LARGE,
         },
     )
@@ -687,9 +693,10 @@ class EntityStatusMove(APIView):
         tags=["entities"],
         summary="Move an entity to another status",
         description="The transition is checked and audited; a status the entity cannot move "
-        "to is a 400 naming the ones it can. Needs the designer role.",
+        "to from its current one (or has already) is a 409 CONFLICT naming the ones it can. "
+        "Needs the designer role.",
         request=EntityStatusSerializer,
-        responses={200: EntitySerializer, **error_responses(400, 403, 404, 415)},
+        responses={200: EntitySerializer, **error_responses(400, 403, 404, 409, 415)},
     )
     def post(self, request: Request, pk: Any) -> Response:
         entity = entity_get(user=request.user, pk=pk)
@@ -704,7 +711,8 @@ class EntityStatusMove(APIView):
                 reason=body.validated_data.get("reason", ""),
             )
         except DefinitionInvalid as invalid:
-            raise exceptions.ValidationError(
+            # The status is one the schema lists; the entity's current one refuses it.
+            raise Conflict(
                 {"status": " ".join(problem.message for problem in invalid.problems)}
             ) from None
         entity = entity_get(user=request.user, pk=pk)
@@ -798,9 +806,9 @@ class WorkspaceExport(APIView):
             wanted = filters.validated_data["root"]
             root = entity_find(workspace=workspace, ref=wanted)
             if root is None:
-                raise exceptions.ValidationError(
-                    {"root": f'no entity "{wanted}" in {workspace.slug}'}
-                )
+                # Not found, as an entity in the path would be: the schema cannot know which
+                # entities exist, so a 400 would refuse a request it calls valid.
+                raise exceptions.NotFound({"root": f'no entity "{wanted}" in {workspace.slug}'})
         return Response(export_workspace(workspace, root=root))
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from typing import Any
 
@@ -41,8 +42,8 @@ from rest_framework.views import APIView
 
 from approvals.api import EntityRefSerializer, WorkspaceRefSerializer
 from config.api_contract import StrictSerializer, error_responses
-from config.api_lists import FilteredListAPIView, ListFilters, comma_choices, workspace_among_yours
-from entities.models import Entity, Workspace
+from config.api_lists import ChoicesFilter, FilteredListAPIView, ListFilters
+from entities.models import Entity
 from entities.selectors import entity_get, workspace_find
 from governance.permissions import ADMINISTER, has_perm
 from runs.models import TERMINAL, Run, RunStatus
@@ -53,6 +54,7 @@ from runs.webhooks import WebhookRefused, webhook_secret, webhook_url_check
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
+IDEMPOTENCY_KEY_PATTERN = r"^[!-~]([ -~]{0,253}[!-~])?$"
 STATUS_HELP = "One of " + ", ".join(RunStatus.values) + "."
 STARTS_THROTTLES = [*api_settings.DEFAULT_THROTTLE_CLASSES, WorkspaceRateThrottle]
 
@@ -101,33 +103,28 @@ class ExecutionOptionsSerializer(StrictSerializer):
 class ExecuteSerializer(StrictSerializer):
     """Seed 000 §7.1's request."""
 
-    input_data = serializers.JSONField(
+    # Objects, and the schema says so: a DictField refuses anything else, null included.
+    input_data = serializers.DictField(
         required=False,
         help_text="The run's input, valid against the entity's io_contract input schema "
-        "(an object; {} when left out).",
+        "({} when left out).",
+        error_messages={"not_a_dict": "must be a JSON object"},
     )
-    context = serializers.JSONField(
-        required=False, help_text="Anything the caller wants kept with the run (an object)."
+    context = serializers.DictField(
+        required=False,
+        help_text="Anything the caller wants kept with the run.",
+        error_messages={"not_a_dict": "must be a JSON object"},
     )
     execution_options = ExecutionOptionsSerializer(required=False)
-
-    def validate_input_data(self, value: Any) -> Any:
-        if not isinstance(value, dict):
-            raise serializers.ValidationError("must be a JSON object")
-        return value
-
-    def validate_context(self, value: Any) -> Any:
-        if not isinstance(value, dict):
-            raise serializers.ValidationError("must be a JSON object")
-        return value
 
 
 class RunFilters(ListFilters):
     """The list's query string."""
 
-    status = serializers.CharField(
-        required=False,
-        help_text="One or more of " + ", ".join(RunStatus.values) + ", comma-separated.",
+    status = ChoicesFilter(
+        choices=RunStatus.values,
+        noun="status",
+        help_text="One or more statuses, repeated or comma-separated, in any case.",
     )
     entity = serializers.UUIDField(
         required=False,
@@ -144,22 +141,9 @@ class RunFilters(ListFilters):
         required=False, help_text="ISO 8601; runs created at or after it."
     )
     created_before = serializers.DateTimeField(
-        required=False, help_text="ISO 8601; runs created before it."
+        required=False,
+        help_text="ISO 8601; runs created before it (none when it is not after created_after).",
     )
-
-    def validate_status(self, value: str) -> list[str]:
-        return comma_choices(value, RunStatus.values, "status")
-
-    def validate_workspace(self, value: str) -> Workspace:
-        return workspace_among_yours(self.context["request"].user, value)
-
-    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
-        after, before = data.get("created_after"), data.get("created_before")
-        if after and before and after >= before:
-            raise serializers.ValidationError(
-                {"created_before": "must be later than created_after"}
-            )
-        return data
 
     def narrow(self, runs: QuerySet[Run]) -> QuerySet[Run]:
         filters = self.validated_data
@@ -350,8 +334,9 @@ def _idempotency_key(request: Request) -> str:
     key = request.headers.get(IDEMPOTENCY_HEADER)
     if key is None:
         return ""
-    key = key.strip()
-    if not key or len(key) > 255 or not key.isprintable() or not key.isascii():
+    # Spaces around a header's value are not part of it (RFC 9110 §5.5).
+    key = key.strip(" \t")
+    if not re.fullmatch(IDEMPOTENCY_KEY_PATTERN, key):
         raise ValidationError(
             {IDEMPOTENCY_HEADER: "must be 1 to 255 printable ASCII characters (a UUID will do)"}
         )
@@ -442,6 +427,8 @@ class EntityExecute(RunStartView):
                 OpenApiTypes.STR,
                 OpenApiParameter.HEADER,
                 required=False,
+                # What _idempotency_key takes: printable ASCII, no space at either end.
+                pattern=IDEMPOTENCY_KEY_PATTERN,
                 description="Up to 255 printable ASCII characters; kept 24 hours per user "
                 "and workspace.",
             )

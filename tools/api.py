@@ -16,7 +16,7 @@ from rest_framework import generics, serializers
 
 from approvals.api import WorkspaceRefSerializer
 from config.api_contract import error_responses
-from config.api_lists import FilteredListAPIView, ListFilters, comma_choices, workspace_among_yours
+from config.api_lists import ChoicesFilter, FilteredListAPIView, ListFilters
 from tools.models import Tool, ToolPermission
 from tools.selectors import tool_get, tool_list
 
@@ -108,9 +108,10 @@ class ToolFilters(ListFilters):
     """The list's query string."""
 
     workspace = serializers.CharField(required=False, help_text="A workspace's id or slug.")
-    permission = serializers.CharField(
-        required=False,
-        help_text="One or more of " + ", ".join(ToolPermission.values) + ", comma-separated.",
+    permission = ChoicesFilter(
+        choices=ToolPermission.values,
+        noun="permission",
+        help_text="One or more permissions, repeated or comma-separated, in any case.",
     )
     provider = serializers.CharField(
         required=False, max_length=50, help_text="Exactly this provider (internal, …)."
@@ -118,12 +119,6 @@ class ToolFilters(ListFilters):
     q = serializers.CharField(
         required=False, max_length=200, help_text="Words in the tool id, name or description."
     )
-
-    def validate_workspace(self, value: str) -> Any:
-        return workspace_among_yours(self.context["request"].user, value)
-
-    def validate_permission(self, value: str) -> list[str]:
-        return comma_choices(value, ToolPermission.values, "permission")
 
     def narrow(self, tools: QuerySet[Tool]) -> QuerySet[Tool]:
         filters = self.validated_data

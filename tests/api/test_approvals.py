@@ -15,7 +15,7 @@ from tests.api.checks import error_of
 from tests.api.factories import POST_SCHEMA, approval_for
 from tests.factories import EntityFactory, UserFactory, WorkspaceFactory, grant, paused_run
 
-LIST = "/api/v1/approvals/"
+LIST = "/api/v1/approvals"
 
 
 def detail(approval: Approval) -> str:
@@ -124,9 +124,9 @@ def test_a_workspace_filter_for_another_workspace_is_refused_as_if_it_did_not_ex
 ):
     api.force_login(dave)
 
-    theirs = error_of(api.get(LIST, {"workspace": "globex"}), 400, "VALIDATION_ERROR")
-    nowhere = error_of(api.get(LIST, {"workspace": "nowhere"}), 400, "VALIDATION_ERROR")
-    by_id = error_of(api.get(LIST, {"workspace": str(globex.pk)}), 400, "VALIDATION_ERROR")
+    theirs = error_of(api.get(LIST, {"workspace": "globex"}), 404, "NOT_FOUND")
+    nowhere = error_of(api.get(LIST, {"workspace": "nowhere"}), 404, "NOT_FOUND")
+    by_id = error_of(api.get(LIST, {"workspace": str(globex.pk)}), 404, "NOT_FOUND")
 
     assert theirs["error"]["details"] == {"workspace": 'no workspace "globex" among yours'}
     assert nowhere["error"]["details"] == {"workspace": 'no workspace "nowhere" among yours'}
@@ -515,3 +515,27 @@ def test_a_closed_request_cannot_be_decided(api, dave, publisher, status):
     api.force_login(dave)
 
     error_of(api.post(decision(closed), {"decision": "approve"}), 409, "ALREADY_DECIDED")
+
+
+def test_an_edit_without_a_payload_is_refused_before_anything_is_decided(api, dave, acme_request):
+    api.force_login(dave)
+
+    body = error_of(api.post(decision(acme_request), {"decision": "edit"}), 400, "VALIDATION_ERROR")
+
+    assert body["error"]["details"] == {"payload": "This field is required."}
+    assert still_pending(acme_request)
+
+
+def test_a_null_payload_with_another_decision_is_refused_as_the_schema_says(
+    api, dave, acme_request
+):
+    api.force_login(dave)
+
+    body = error_of(
+        api.post(decision(acme_request), {"decision": "approve", "payload": None}, format="json"),
+        400,
+        "VALIDATION_ERROR",
+    )
+
+    assert body["error"]["details"] == {"payload": "only an edit takes a payload"}
+    assert still_pending(acme_request)

@@ -134,9 +134,9 @@ def test_a_workspace_filter_for_another_workspace_is_refused_as_if_it_did_not_ex
 ):
     api.force_login(alice)
 
-    theirs = error_of(api.get(LIST, {"workspace": "globex"}), 400, "VALIDATION_ERROR")
-    by_id = error_of(api.get(LIST, {"workspace": str(globex.pk)}), 400, "VALIDATION_ERROR")
-    nowhere = error_of(api.get(LIST, {"workspace": "nowhere"}), 400, "VALIDATION_ERROR")
+    theirs = error_of(api.get(LIST, {"workspace": "globex"}), 404, "NOT_FOUND")
+    by_id = error_of(api.get(LIST, {"workspace": str(globex.pk)}), 404, "NOT_FOUND")
+    nowhere = error_of(api.get(LIST, {"workspace": "nowhere"}), 404, "NOT_FOUND")
 
     assert theirs["error"]["details"] == {"workspace": 'no workspace "globex" among yours'}
     assert by_id["error"]["details"] == {"workspace": f'no workspace "{globex.pk}" among yours'}
@@ -391,8 +391,8 @@ def test_creating_in_another_workspace_is_refused_as_if_it_did_not_exist(api, al
 
     body = error_of(
         api.post(LIST, {"workspace": "globex", "definition": definition("spy")}),
-        400,
-        "VALIDATION_ERROR",
+        404,
+        "NOT_FOUND",
     )
 
     assert body["error"]["details"] == {"workspace": 'no workspace "globex" among yours'}
@@ -542,9 +542,9 @@ def test_a_status_the_entity_cannot_move_to_is_refused_naming_the_ones_it_can(ap
     api.force_login(alice)
     api.post(f"{detail(writer)}/status", {"status": "ARCHIVED"})
 
-    wrong = error_of(
-        api.post(f"{detail(writer)}/status", {"status": "ACTIVE"}), 400, "VALIDATION_ERROR"
-    )
+    # The status is a real one; the entity's current status refuses it: a conflict.
+    wrong = error_of(api.post(f"{detail(writer)}/status", {"status": "ACTIVE"}), 409, "CONFLICT")
+    again = error_of(api.post(f"{detail(writer)}/status", {"status": "ARCHIVED"}), 409, "CONFLICT")
     unknown = error_of(
         api.post(f"{detail(writer)}/status", {"status": "LIVE"}), 400, "VALIDATION_ERROR"
     )
@@ -552,6 +552,7 @@ def test_a_status_the_entity_cannot_move_to_is_refused_naming_the_ones_it_can(ap
     assert wrong["error"]["details"] == {
         "status": "cannot go from ARCHIVED to ACTIVE; from ARCHIVED an entity can go to DRAFT"
     }
+    assert again["error"]["details"] == {"status": "the entity is already ARCHIVED"}
     assert unknown["error"]["details"] == {
         "status": '"LIVE" is not a status; use one of DRAFT, ACTIVE, DEPRECATED, ARCHIVED'
     }
@@ -720,7 +721,7 @@ def test_an_export_of_a_root_holds_it_and_everything_below_it(api, bob, acme, te
     assert [d["identity"]["name"] for d in by_id["entities"]] == ["team", "writer"]
     assert [d["identity"]["name"] for d in by_name["entities"]] == ["writer"]
     missing = error_of(
-        api.get("/api/v1/workspaces/acme/export", {"root": "nobody"}), 400, "VALIDATION_ERROR"
+        api.get("/api/v1/workspaces/acme/export", {"root": "nobody"}), 404, "NOT_FOUND"
     )
     assert missing["error"]["details"] == {"root": 'no entity "nobody" in acme'}
 

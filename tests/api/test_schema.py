@@ -20,11 +20,11 @@ def schema(api, db) -> dict:
 def test_the_schema_lists_the_approvals_endpoints(schema):
     assert schema["openapi"].startswith("3.")
     assert set(schema["paths"]) >= {
-        "/api/v1/approvals/",
+        "/api/v1/approvals",
         "/api/v1/approvals/{id}",
         "/api/v1/approvals/{id}/decision",
     }
-    listing = schema["paths"]["/api/v1/approvals/"]["get"]
+    listing = schema["paths"]["/api/v1/approvals"]["get"]
     assert {p["name"] for p in listing["parameters"]} == {
         "status",
         "workspace",
@@ -34,15 +34,80 @@ def test_the_schema_lists_the_approvals_endpoints(schema):
     }
 
 
-def test_the_schema_documents_the_decision_body(schema):
+def test_the_schema_documents_one_decision_body_per_decision(schema):
     operation = schema["paths"]["/api/v1/approvals/{id}/decision"]["post"]
+    assert operation["requestBody"]["required"] is True
     body = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     request = schema["components"]["schemas"][body.rsplit("/", 1)[1]]
+    kinds = {
+        kind: schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+        for kind, ref in request["discriminator"]["mapping"].items()
+    }
 
-    assert set(request["properties"]) == {"decision", "notes", "payload", "constraint"}
+    assert request["discriminator"]["propertyName"] == "decision"
     assert request["required"] == ["decision"]
-    decisions = schema["components"]["schemas"]["DecisionEnum"]["enum"]
-    assert decisions == ["approve", "edit", "reject", "lock_constraint"]
+    assert list(kinds) == ["approve", "edit", "reject", "lock_constraint"]
+    assert set(kinds["edit"]["required"]) == {"decision", "payload"}
+    assert set(kinds["lock_constraint"]["required"]) == {"decision", "constraint"}
+    assert set(kinds["approve"]["properties"]) == {"decision", "notes"}
+    assert all(kind["additionalProperties"] is False for kind in kinds.values())
+
+
+def lists(schema: dict) -> list[tuple[str, dict]]:
+    return [
+        (path, methods["get"])
+        for path, methods in schema["paths"].items()
+        if "get" in methods and any(p["name"] == "page" for p in methods["get"]["parameters"])
+    ]
+
+
+def test_every_list_says_pages_start_at_1_and_documents_the_404_past_the_last(schema):
+    assert len(lists(schema)) == 6
+
+    for path, operation in lists(schema):
+        pages = {p["name"]: p["schema"] for p in operation["parameters"]}
+        assert pages["page"]["minimum"] == 1, path
+        assert pages["page_size"]["minimum"] == 1, path
+        assert "404" in operation["responses"], path
+
+
+def test_every_choice_filter_lists_its_values(schema):
+    filters = {
+        (path, p["name"]): p["schema"]
+        for path, operation in lists(schema)
+        for p in operation["parameters"]
+        if p["name"] in {"status", "type", "permission"}
+    }
+
+    assert set(filters) == {
+        ("/api/v1/approvals", "status"),
+        ("/api/v1/runs", "status"),
+        ("/api/v1/entities", "status"),
+        ("/api/v1/entities", "type"),
+        ("/api/v1/tools", "permission"),
+    }
+    for where, value in filters.items():
+        assert value["type"] == "array", where
+        assert value["items"]["enum"], where
+    assert "FAILED" in filters["/api/v1/runs", "status"]["items"]["enum"]
+
+
+def test_every_request_body_refuses_fields_it_does_not_know(schema):
+    bodies = [
+        name
+        for name, component in schema["components"]["schemas"].items()
+        if name.endswith("Request") and "properties" in component
+    ]
+    assert len(bodies) >= 6
+
+    for name in bodies:
+        assert schema["components"]["schemas"][name]["additionalProperties"] is False, name
+
+
+def test_error_details_may_be_null(schema):
+    details = schema["components"]["schemas"]["ErrorBody"]["properties"]["details"]
+
+    assert details["additionalProperties"] == {"type": "string", "nullable": True}
 
 
 def test_the_schema_documents_the_error_object_on_every_error_answer(schema):

@@ -21,7 +21,7 @@ from tests.factories import UserFactory
 
 pytestmark = pytest.mark.smoke
 
-LIST = "/api/v1/approvals/"
+LIST = "/api/v1/approvals"
 CHALLENGE = 'Bearer realm="api"'
 
 
@@ -211,5 +211,5 @@ def test_the_schema_documents_the_bearer_scheme(api, db):
 
     scheme = schema["components"]["securitySchemes"]["bearerAuth"]
     assert scheme["type"] == "http" and scheme["scheme"] == "bearer"
-    operation = schema["paths"]["/api/v1/approvals/"]["get"]
+    operation = schema["paths"]["/api/v1/approvals"]["get"]
     assert {"bearerAuth": []} in operation["security"]

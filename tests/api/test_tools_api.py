@@ -114,12 +114,14 @@ def test_bad_filters_are_refused_with_a_clear_message(api, alice, globex, tools)
         400,
         "VALIDATION_ERROR",
     )
+    # Once the query is well formed, a workspace not among yours is not found.
+    theirs = error_of(api.get(LIST, {"workspace": "globex"}), 404, "NOT_FOUND")
 
     assert body["error"]["details"] == {
         "kind": "unknown field; this takes permission, provider, q, workspace",
         "permission": "ADMIN is not a permission; use READ, WRITE, EXECUTE",
-        "workspace": 'no workspace "globex" among yours',
     }
+    assert theirs["error"]["details"] == {"workspace": 'no workspace "globex" among yours'}
 
 
 def test_the_list_comes_in_pages(api, alice, tools):
