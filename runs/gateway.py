@@ -34,6 +34,7 @@ from typing import Any
 
 from django.conf import settings
 
+from runs.engine import schemas
 from runs.engine.ports import LLM_ERROR, TIMEOUT, ModelError, ModelReply, ModelRequest
 
 OFFLINE_PROVIDER = "local"
@@ -491,10 +492,9 @@ def _validate(where: str, value: Any, schema: dict[str, Any]) -> None:
     import jsonschema  # cheap: already imported by litellm and the engine
 
     try:
-        validator_class = jsonschema.validators.validator_for(
-            schema, default=jsonschema.Draft202012Validator
-        )
-        error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(value))
+        # The schema may be a designer's (an entity's output): its patterns on RE2, its
+        # references only inside it.
+        error = jsonschema.exceptions.best_match(schemas.user_validator(schema).iter_errors(value))
     except (jsonschema.exceptions.SchemaError, jsonschema.exceptions.UnknownType) as exc:
         raise ModelError(
             f"the response schema asked of {where} is not a valid JSON Schema: {exc.message}",
