@@ -272,6 +272,11 @@ def unresolvable_reference_message(ref: Any) -> str:
     )
 
 
+class SchemaFault(ValidationError):
+    """A validation error that is the schema's fault (a pattern RE2 refuses, a reference that
+    does not resolve inside it): no value passes, so trying again cannot help."""
+
+
 UNEVALUATED_WITH_PATTERNS = (
     "unevaluatedProperties cannot be combined with patternProperties in one schema; use "
     "additionalProperties, or list the properties"
@@ -290,7 +295,7 @@ def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterat
         return
     compiled, refusal = _compiled_pattern(pattern)
     if compiled is None:
-        yield ValidationError(refusal)
+        yield SchemaFault(refusal)
     elif not compiled.search(instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
@@ -301,7 +306,7 @@ def _pattern_properties(validator: Any, argument: Any, instance: Any, schema: An
     for pattern, subschema in argument.items():
         compiled, refusal = _compiled_pattern(pattern)
         if compiled is None:
-            yield ValidationError(refusal)
+            yield SchemaFault(refusal)
             continue
         for key, value in instance.items():
             if compiled.search(key):
@@ -353,7 +358,7 @@ def _local_only(keyword: str) -> Callable[..., Iterator[Any]]:
         try:
             yield from original(validator, argument, instance, schema)
         except referencing.exceptions.Unresolvable as exc:
-            yield ValidationError(unresolvable_reference_message(getattr(exc, "ref", argument)))
+            yield SchemaFault(unresolvable_reference_message(getattr(exc, "ref", argument)))
 
     return check
 
@@ -364,7 +369,7 @@ def _unevaluated_with_patterns(
     # jsonschema finds the keys `unevaluatedProperties` applies to with `re`, through
     # patternProperties anywhere in the schema: never on a user pattern.
     if validator.is_type(instance, "object"):
-        yield ValidationError(UNEVALUATED_WITH_PATTERNS)
+        yield SchemaFault(UNEVALUATED_WITH_PATTERNS)
 
 
 _USER_KEYWORDS = {
