@@ -24,7 +24,10 @@ definition must not be saved with. There:
   refuses is a validation error, never run by Python's `re`;
 - `$ref` and `$dynamicRef` resolve only inside the schema itself (`#/...` pointers, `$defs`,
   `$id` and anchors of the same document): the registry retrieves nothing, so a `http://` or
-  `file://` reference is an unresolvable reference (a validation error), never a fetch.
+  `file://` reference is an unresolvable reference (a validation error), never a fetch;
+- a reference that loops back to itself without reading any of the value (`{"$ref": "#"}`)
+  is refused by `design_problems` and, saved before, is a validation error without
+  jsonschema being asked (`UserValidator`): no user schema ends in a RecursionError.
 """
 
 from __future__ import annotations
