@@ -13,7 +13,6 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-import jsonschema
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
@@ -23,6 +22,7 @@ from approvals.models import OPEN, Approval, ApprovalStatus, Decision
 from governance.audit import audit_record
 from governance.models import AuditAction
 from governance.permissions import ADMINISTER, APPROVE, has_perm
+from runs.engine import schemas
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def edit_problems(approval: Approval, payload: Any) -> dict[str, str]:
     if schema is None:
         return {} if payload is not None else {"payload": "an edit needs a payload"}
     problems: dict[str, str] = {}
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = schemas.user_validator(schema)
     for error in sorted(validator.iter_errors(payload), key=lambda e: list(map(str, e.path))):
         where = ".".join(["payload", *map(str, error.absolute_path)])
         problems.setdefault(where, error.message)

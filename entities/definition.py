@@ -25,7 +25,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 
-from runs.engine import jsonlogic
+from runs.engine import jsonlogic, patterns, schemas
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
@@ -270,10 +270,18 @@ def normalize_required(schema: Any) -> Any:
 
 
 def check_json_schema(schema: Any, path: str) -> list[Problem]:
+    """A user's JSON Schema at `path`: its patterns must run on RE2 and its references
+    resolve inside it (runs/engine/schemas.py), then it must be a valid Draft 2020-12 schema."""
     if not isinstance(schema, dict):
         return [Problem(path, f"must be a JSON Schema object, not {_json_type(schema)}")]
+    unsafe = [
+        Problem(join_path(path, *where), message)
+        for where, message in schemas.design_problems(schema)
+    ]
+    if unsafe:
+        return unsafe
     try:
-        Draft202012Validator.check_schema(schema)
+        schemas.check_schema(schema)
     except SchemaError as exc:
         where = join_path(path, *exc.absolute_path) if exc.absolute_path else path
         return [Problem(where, f"is not a valid JSON Schema: {exc.message}")]
@@ -297,6 +305,8 @@ def normalize_tool(tool: Any, base: tuple[str | int, ...] = ()) -> tuple[Any, li
             tool["function_schema"]["parameters"],
             join_path(*base, "function_schema", "parameters"),
         )
+        if tool.get("output_schema") is not None:
+            problems += check_json_schema(tool["output_schema"], join_path(*base, "output_schema"))
     return tool, problems
 
 
@@ -400,6 +410,11 @@ def _tool_item_problems(capabilities: dict) -> list[Problem]:
                 problems += check_json_schema(
                     tool["function_schema"].get("parameters"),
                     join_path("capabilities", "tools", index, "function_schema", "parameters"),
+                )
+            if isinstance(tool.get("output_schema"), dict):
+                problems += check_json_schema(
+                    tool["output_schema"],
+                    join_path("capabilities", "tools", index, "output_schema"),
                 )
     return problems
 
@@ -536,13 +551,12 @@ def _semantic_problems(d: dict, valid: set[str]) -> list[Problem]:
         for index, rule in enumerate(d["io_contract"]["input"]["validation_rules"]):
             validator = rule["validator"]
             if not FUNCTION_NAME.match(validator):
-                try:
-                    re.compile(validator)
-                except re.error as exc:
+                reason = patterns.pattern_problem(validator)
+                if reason:
                     problems.append(
                         Problem(
                             f"io_contract.input.validation_rules[{index}].validator",
-                            f"is neither a validator name nor a valid regex ({exc})",
+                            f"is neither a validator name nor a usable regex: {reason}",
                         )
                     )
     return problems
@@ -579,10 +593,9 @@ def _review_problems(review: dict) -> list[Problem]:
             if not isinstance(validator, str):
                 problems.append(Problem(path, "must be a regular expression string"))
                 continue
-            try:
-                re.compile(validator)
-            except re.error as exc:
-                problems.append(Problem(path, f"is not a valid regular expression ({exc})"))
+            reason = patterns.pattern_problem(validator)
+            if reason:
+                problems.append(Problem(path, f"cannot be used as a regular expression: {reason}"))
         elif kind == "SCHEMA":
             schema = validator
             if isinstance(validator, str):

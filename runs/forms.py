@@ -23,6 +23,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from entities.models import Entity, Workspace
+from runs.engine import schemas
 from runs.engine.validators import rule_problems
 from runs.models import Run, RunStatus
 
@@ -396,7 +397,8 @@ class RunInputForm(forms.Form):
             self.add_error(self._field_of([]), "The input must be a JSON object ({…}).")
             return
         try:
-            validator = jsonschema.Draft202012Validator(self.schema)
+            schemas.check_schema(self.schema)
+            validator = schemas.user_validator(self.schema)
             errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.path)))
         except jsonschema.exceptions.SchemaError as exc:
             self.add_error(None, f"The entity's input schema is not valid: {exc.message}")

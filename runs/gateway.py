@@ -34,7 +34,15 @@ from typing import Any
 
 from django.conf import settings
 
-from runs.engine.ports import LLM_ERROR, TIMEOUT, ModelError, ModelReply, ModelRequest
+from runs.engine import schemas
+from runs.engine.ports import (
+    LLM_ERROR,
+    TIMEOUT,
+    VALIDATION_ERROR,
+    ModelError,
+    ModelReply,
+    ModelRequest,
+)
 
 OFFLINE_PROVIDER = "local"
 OFFLINE_DEFAULTS: dict[str, Any] = {
@@ -491,16 +499,26 @@ def _validate(where: str, value: Any, schema: dict[str, Any]) -> None:
     import jsonschema  # cheap: already imported by litellm and the engine
 
     try:
-        validator_class = jsonschema.validators.validator_for(
-            schema, default=jsonschema.Draft202012Validator
-        )
-        error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(value))
+        # The schema may be a designer's (an entity's output): its patterns on RE2, its
+        # references only inside it.
+        errors = list(schemas.user_validator(schema).iter_errors(value))
+        error = jsonschema.exceptions.best_match(errors)
     except (jsonschema.exceptions.SchemaError, jsonschema.exceptions.UnknownType) as exc:
         raise ModelError(
             f"the response schema asked of {where} is not a valid JSON Schema: {exc.message}",
             code=LLM_ERROR,
             retryable=False,
         ) from None
+    fault = next((e for e in errors if isinstance(e, schemas.SchemaFault)), None)
+    if fault is not None:
+        # The schema itself cannot be met (a reference outside it, a pattern RE2 refuses):
+        # asking the model again cannot help.
+        path = "/".join(str(p) for p in fault.absolute_path) or "(root)"
+        raise ModelError(
+            f"the response schema asked of {where} cannot be used at {path}: {fault.message}",
+            code=VALIDATION_ERROR,
+            retryable=False,
+        )
     if error is not None:
         path = "/".join(str(p) for p in error.absolute_path) or "(root)"
         raise ModelError(

@@ -17,6 +17,7 @@ from governance.audit import audit_record
 from governance.models import AuditAction
 from governance.permissions import OPERATE, has_perm
 from runs import sql
+from runs.engine import schemas
 from runs.engine.core import BUDGET_EXHAUSTED, lifetime_limit, run_limits
 from runs.executors import enqueue
 from runs.models import ACTIVE, TERMINAL, Run, RunStatus, TraceSequence
@@ -347,8 +348,6 @@ def run_input_problems(*, entity: Entity, input_data: Any, prefix: str = "input_
     """What the entity's current version (the one a run would pin) finds wrong with the input,
     by field path: its io_contract input schema, then its validation rules, as the engine
     checks them when the run starts. Empty when the input is good."""
-    import jsonschema
-
     from runs.engine.validators import rule_problems
 
     version = latest_version(entity)
@@ -358,7 +357,7 @@ def run_input_problems(*, entity: Entity, input_data: Any, prefix: str = "input_
     if not isinstance(input_data, dict):
         return {prefix: "must be a JSON object"}
     problems: dict[str, str] = {}
-    validator = jsonschema.Draft202012Validator(contract["schema"])
+    validator = schemas.validator(contract["schema"])
     for error in sorted(validator.iter_errors(input_data), key=lambda e: list(map(str, e.path))):
         path = [prefix, *(str(part) for part in error.absolute_path)]
         message = error.message

@@ -1,7 +1,8 @@
 """The review mechanism (seed 000 §3.4.3): checks an entity's output against its success
 criteria, in order, stopping at the first that fails.
 
-- REGEX: `re.search` on the output (a string as it is, anything else as JSON text);
+- REGEX: a search on the output (a string as it is, anything else as JSON text), with RE2
+  (`patterns.py`: linear time whatever the pattern);
 - SCHEMA: the output against a JSON Schema given as an object or as JSON text;
 - LLM_JUDGE: a model call answering {decision, confidence, rationale, risk_flags}; the criterion
   passes when the decision is "approve";
@@ -17,7 +18,6 @@ What to do about a failure (`on_failure`) is the engine's decision.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +26,7 @@ from urllib.parse import urlparse
 import jsonschema
 from jsonschema.exceptions import SchemaError
 
+from runs.engine import patterns, schemas
 from runs.engine.ports import LLM_ERROR, ModelClient, ModelError, ModelRequest
 
 RequestFactory = Callable[..., ModelRequest]
@@ -180,10 +181,10 @@ def regex_check(output: Any, pattern: Any) -> _Check:
     if not isinstance(pattern, str) or not pattern:
         return _Check(False, "a REGEX criterion needs a pattern (validator)")
     try:
-        compiled = re.compile(pattern)
-    except re.error as exc:
-        return _Check(False, f"the pattern {pattern!r} is not a valid regular expression ({exc})")
-    if compiled.search(output_text(output)) is None:
+        compiled = patterns.compile_pattern(pattern)
+    except patterns.PatternRefused as exc:
+        return _Check(False, schemas.refused_pattern_message(pattern, exc.reason))
+    if not compiled.search(output_text(output)):
         return _Check(False, f"the output does not match {pattern!r}")
     return _Check(True)
 
@@ -197,11 +198,11 @@ def schema_check(output: Any, schema: Any) -> _Check:
     if not isinstance(schema, dict | bool):
         return _Check(False, "a SCHEMA criterion needs a JSON Schema (validator)")
     try:
-        jsonschema.Draft202012Validator.check_schema(schema)
+        schemas.check_schema(schema)
     except SchemaError as exc:
         return _Check(False, f"the schema is not a valid JSON Schema ({exc.message})")
     errors = sorted(
-        jsonschema.Draft202012Validator(schema).iter_errors(output),
+        schemas.user_validator(schema).iter_errors(output),
         key=lambda e: [str(p) for p in e.absolute_path],
     )
     if errors:

@@ -20,12 +20,16 @@ import math
 import random
 import re
 
-# Python's own regex parser (private, the same through 3.11), builds strings for `pattern`s.
+# Python's own regex parser (private, the same through 3.11), builds strings for `pattern`s:
+# only parsing, never matching, and only a pattern RE2 accepted (`patterns.py`); the result is
+# checked with RE2 and its building bounded by _PATTERN_STEPS.
 import re._constants as _sre_constants  # type: ignore[import-not-found]
 import re._parser as _sre_parse  # type: ignore[import-not-found]
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from runs.engine import patterns
 
 __all__ = ["synthesize", "text_answer"]
 
@@ -84,6 +88,9 @@ _SENTENCES = (
 )
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 _PLACEHOLDER_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ-_. "
+# Building a string for a pattern stops past this many pieces: nested repeats (`((a+)+)+…`)
+# multiply, and a designer's pattern must not make the offline model run away.
+_PATTERN_STEPS = 20_000
 
 
 def synthesize(schema: Mapping[str, Any] | bool, *, seed: str) -> Any:
@@ -138,6 +145,7 @@ class _Synthesizer:
     def __init__(self, root: Mapping[str, Any], seed: str):
         self.root = root
         self.rng = random.Random(seed)  # noqa: S311 - determinism, not secrecy
+        self.steps = 0
 
     # --- schema plumbing -------------------------------------------------------------------
 
@@ -510,12 +518,13 @@ class _Synthesizer:
 
     def from_pattern(self, pattern: str, low: int, high: int | None) -> str | None:
         try:
-            compiled = re.compile(pattern)
+            compiled = patterns.compile_pattern(pattern)  # refused: no value from it
             parsed = _sre_parse.parse(pattern)
-        except (re.error, RecursionError, TypeError, ValueError):
+        except (patterns.PatternRefused, re.error, RecursionError, TypeError, ValueError):
             return None
         for _ in range(4):
             groups: dict[int, str] = {}
+            self.steps = 0
             try:
                 text = self.emit(parsed, groups)
             except (ValueError, IndexError, RecursionError, TypeError):
@@ -528,6 +537,9 @@ class _Synthesizer:
         c = _sre_constants
         out: list[str] = []
         for op, arg in parsed:
+            self.steps += 1
+            if self.steps > _PATTERN_STEPS:
+                raise ValueError("the pattern asks for too long a string")
             if op is c.LITERAL:
                 out.append(chr(arg))
             elif op is c.NOT_LITERAL:

@@ -1,8 +1,9 @@
 """Named validation rules for io_contract inputs (seed 000 §3.8).
 
 A rule names a validator registered here by name (never an import path from user input), or
-gives a regular expression. Parameters come from the rule's own sentence, as the seed writes
-them: "job_description must be at least 100 characters" with `length_validator`.
+gives a regular expression, matched with RE2 (`patterns.py`) in linear time. Parameters come
+from the rule's own sentence, as the seed writes them: "job_description must be at least 100
+characters" with `length_validator`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Any
+
+from runs.engine import patterns
 
 Validator = Callable[[str, dict], str | None]
 VALIDATORS: dict[str, Validator] = {}
@@ -79,9 +82,12 @@ def rule_problems(rules: list[dict], data: dict) -> list[str]:
         else:
             name, value = _field(rule["rule"], data)
             try:
-                pattern = re.compile(rule["validator"])
-            except re.error:
-                problems.append(f"{rule['rule']}: unknown validator {rule['validator']!r}")
+                pattern = patterns.compile_pattern(rule["validator"])
+            except patterns.PatternRefused as exc:
+                problems.append(
+                    f"{rule['rule']}: unknown validator {rule['validator']!r} (as a pattern, "
+                    f"{exc.reason})"
+                )
                 continue
             problem = None
             if value is not None and not pattern.search(str(value)):

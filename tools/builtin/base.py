@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from entities.definition import humanize
@@ -119,5 +118,5 @@ class _Frozen:
 
 @lru_cache(maxsize=512)
 def _validator(frozen: _Frozen) -> Any:
-    Draft202012Validator.check_schema(frozen.schema)
-    return Draft202012Validator(frozen.schema)
+    schemas.check_schema(frozen.schema)
+    return schemas.user_validator(frozen.schema)

@@ -81,7 +81,13 @@ DEFINITION: dict[str, Any] = {
                 "headers": {
                     "type": "object",
                     "propertyNames": {"pattern": "^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$"},
-                    "additionalProperties": {"type": "string", "pattern": "^[^\\r\\n]{0,8192}$"},
+                    # The length by maxLength: RE2, which runs every schema pattern, counts
+                    # repetitions only up to 1000.
+                    "additionalProperties": {
+                        "type": "string",
+                        "pattern": "^[^\\r\\n]*$",
+                        "maxLength": 8192,
+                    },
                     "default": {},
                 },
                 "json": {"description": "A JSON body to send (sets Content-Type)."},
