@@ -18,9 +18,12 @@ class Driver:
     """Advances runs in this thread, in the order the engine asks, with the vault's cipher
     for pii_handling (as `runs/engine_factory.py` wires it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, steps_per_advance: int = 200) -> None:
+        """`steps_per_advance=1`: every step starts from the run as stored (as after a
+        crash, or on another worker)."""
         self.queue: list[str] = []
         self.engine = Engine(
+            max_steps_per_advance=steps_per_advance,
             store=OrmRunStore(),
             model=LiteLLMGateway(),
             tools=RegistryToolRunner(),
