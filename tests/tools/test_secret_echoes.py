@@ -89,7 +89,7 @@ def test_a_secret_echoed_in_any_encoding_is_stored_logged_and_shown_nowhere(
     assert outputs[0]["body"] == {"echo": "[redacted]"}
     assert outputs[0]["headers"]["x-request-id"] == "[redacted]"
     assert places_holding([CANARY, *echoed_forms(CANARY)]) == []
-    assert "runs_toolcall" in caplog.text  # the SQL was logged, with its values
+    assert "runs_run" in caplog.text  # the SQL was logged, with its values
     assert leaks(caplog.text) == []
     assert leaks(shown_to_a_viewer(client, APIClient(), bob, run)) == []
 
