@@ -471,5 +471,7 @@ LOGGING = {
         "django.db.backends": {"level": "WARNING"},
         "LiteLLM": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        # Its DEBUG trace logs raw response headers, which may echo a tool's credential.
+        "httpcore": {"level": "INFO"},
     },
 }

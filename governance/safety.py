@@ -267,6 +267,79 @@ def pii_reveal(obj: Any, decrypt: Callable[[str], str | bytes]) -> Any:
     return _map_strings(obj, transform, numbers=False)
 
 
+# --- copies the engine reads back (Run.input, state, plan, output, memory) --------------------
+
+# REDACT's sealed piece: a redaction a person reads, with the value encrypted for the engine.
+_SEALED = re.compile(
+    r"\[REDACTED:([A-Z_]+) " + re.escape(ENCRYPTED_PREFIX) + r"([A-Za-z0-9_\-]+=*)\]"
+)
+
+
+def pii_seal(
+    obj: Any,
+    mode: str,
+    encrypt: Callable[[str], str | bytes] | None,
+    *,
+    region: str = DEFAULT_REGION,
+) -> Any:
+    """A JSON value as a store keeps it for the engine to read back later (after a pause,
+    a crash, a child's end): what `pii_open` turns back into the clear value.
+
+    ALLOW keeps it; ENCRYPT is `pii_protect`'s ENCRYPT; REDACT replaces each piece with
+    `[REDACTED:KIND enc:<token>]`, which reads as a redaction wherever it is shown
+    (`pii_shown` drops the token) and still holds the value, encrypted, for the engine.
+    Without an encrypt function, REDACT redacts for good."""
+    if mode != REDACT or encrypt is None:
+        return pii_protect(obj, mode, encrypt, region=region)
+    _check_region(region)
+
+    def seal(text: str) -> str:
+        spans = pii.find_pii(text, region=region)
+        if not spans:
+            return text
+        parts, position = [], 0
+        for span in spans:
+            token = _token(text[span.start : span.end], encrypt)
+            parts.append(f"{text[position : span.start]}[REDACTED:{span.kind} enc:{token}]")
+            position = span.end
+        parts.append(text[position:])
+        return "".join(parts)
+
+    return _map_strings(obj, lambda strings: [seal(s) for s in strings], numbers=True)
+
+
+def pii_open(obj: Any, decrypt: Callable[[str], str | bytes] | None) -> Any:
+    """The clear value of what `pii_seal` (or `pii_protect` ENCRYPT) kept; pieces redacted
+    for good stay redacted. Without a decrypt function, the value as it is."""
+    if decrypt is None:
+        return obj
+
+    def plain(token: str) -> str:
+        value = decrypt(token)
+        return value.decode() if isinstance(value, bytes) else value
+
+    def transform(strings: list[str]) -> list[str]:
+        opened = []
+        for text in strings:
+            if ENCRYPTED_PREFIX in text:
+                text = _SEALED.sub(lambda m: plain(m.group(2)), text)
+                text = _ENCRYPTED.sub(lambda m: plain(m.group(1)), text)
+            opened.append(text)
+        return opened
+
+    return _map_strings(obj, transform, numbers=False)
+
+
+def pii_shown(obj: Any) -> Any:
+    """A stored value as a person sees it: REDACT's sealed pieces as `[REDACTED:KIND]`
+    (ENCRYPT's `enc:` tokens are shown as they are, like the call logs show them)."""
+
+    def transform(strings: list[str]) -> list[str]:
+        return [_SEALED.sub(r"[REDACTED:\1]", s) if "[REDACTED:" in s else s for s in strings]
+
+    return _map_strings(obj, transform, numbers=False)
+
+
 # --- BIAS: an LLM judge ----------------------------------------------------------------------
 
 # The offline model (runs/offline.py) recognises the judge by this title and answers it.
@@ -362,18 +435,22 @@ def _encrypt_pii(text: str, encrypt: Callable[[str], str | bytes], region: str) 
     parts: list[str] = []
     position = 0
     for span in spans:
-        token = encrypt(text[span.start : span.end])
-        token = token.decode("ascii") if isinstance(token, bytes) else token
-        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
-            raise SafetyConfigError(
-                "the encrypt function must return URL-safe base64 text (a Fernet token); "
-                f"it returned a {type(token).__name__} that is not"
-            )
         parts.append(text[position : span.start])
-        parts.append(ENCRYPTED_PREFIX + token)
+        parts.append(ENCRYPTED_PREFIX + _token(text[span.start : span.end], encrypt))
         position = span.end
     parts.append(text[position:])
     return "".join(parts)
+
+
+def _token(piece: str, encrypt: Callable[[str], str | bytes]) -> str:
+    token = encrypt(piece)
+    token = token.decode("ascii") if isinstance(token, bytes) else token
+    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+        raise SafetyConfigError(
+            "the encrypt function must return URL-safe base64 text (a Fernet token); "
+            f"it returned a {type(token).__name__} that is not"
+        )
+    return token
 
 
 def _map_strings(obj: Any, transform: Callable[[list[str]], list[str]], *, numbers: bool) -> Any:
@@ -397,7 +474,10 @@ def _map_strings(obj: Any, transform: Callable[[list[str]], list[str]], *, numbe
     collect(obj)
     if not found:
         return obj
-    changed = iter(transform(found))
+    transformed = transform(found)
+    if all(new is old for new, old in zip(transformed, found, strict=True)):
+        return obj  # nothing to change: the value itself, not a copy
+    changed = iter(transformed)
 
     def rebuild(value: Any) -> Any:
         if isinstance(value, str):

@@ -22,6 +22,7 @@ from entities.admin import (
     ScopedWorkspaceFilter,
     WorkspaceScopedAdmin,
 )
+from runs.engine.pii_copies import shown
 from runs.models import (
     TERMINAL,
     Artifact,
@@ -42,7 +43,7 @@ def _pretty(value: Any) -> str:
         return "-"
     return format_html(
         '<pre class="json-snapshot">{}</pre>',
-        json.dumps(value, indent=2, ensure_ascii=False, default=str),
+        json.dumps(shown(value), indent=2, ensure_ascii=False, default=str),
     )
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from django.conf import settings
 
+from governance.secret_redaction import SecretRedaction
 from runs.engine import schemas
 from runs.engine.ports import (
     LLM_ERROR,
@@ -552,7 +553,8 @@ def _describe(exc: BaseException, status: Any) -> str:
 
 def _scrub(text: str, api_key: str | None) -> str:
     if api_key:
-        text = text.replace(api_key, "***")
+        # Every encoding of the whole key (an echoed request, a JSON-escaped error body).
+        text = SecretRedaction([api_key]).text(text)
         if len(api_key) > 8:  # providers echo a key's beginning or end
             text = text.replace(api_key[:8], "***").replace(api_key[-6:], "***")
     return _excerpt(_KEYISH.sub(lambda m: m.group(1) + "-***", text))

@@ -11,6 +11,7 @@ from django.core.cache import cache
 from django.db.models import QuerySet
 
 from governance.permissions import VIEW, scope, visible_or_404
+from runs.engine.pii_copies import shown
 from runs.models import LLMCall, Run, RunStatus, ToolCall
 
 
@@ -64,7 +65,7 @@ def run_document(run: Run) -> dict:
         "status": run.status,
         "started_at": _iso(run.started_at),
         "completed_at": _iso(run.completed_at),
-        "output_data": run.output_data,
+        "output_data": shown(run.output_data),
         "error": {"code": run.error_code, "message": run.error_message} if run.error_code else None,
         "metrics": {
             "total_cost_usd": float(run.total_cost_usd),

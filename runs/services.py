@@ -21,7 +21,13 @@ from runs.engine import schemas
 from runs.engine.core import BUDGET_EXHAUSTED, lifetime_limit, run_limits
 from runs.executors import enqueue
 from runs.models import ACTIVE, TERMINAL, Run, RunStatus, TraceSequence
-from runs.store import append_events, latest_version, lifetime_left, pinned_definition
+from runs.store import (
+    append_events,
+    latest_version,
+    lifetime_left,
+    pinned_definition,
+    run_data_sealed,
+)
 
 
 class RunRefused(Exception):
@@ -68,12 +74,14 @@ def run_start(
                 )
         limits = run_limits(definition, "", None, left)
         _within_quotas(entity.workspace_id, user, limits["budget_usd"])
+        # Personal data in the input and context is stored as pii_handling says.
+        input_data = run_data_sealed(definition, input_data)
         run = Run(
             workspace_id=entity.workspace_id,
             entity=entity,
             entity_version=version,
             input_data=input_data if isinstance(input_data, dict) else {"_": input_data},
-            context=context or {},
+            context=run_data_sealed(definition, context or {}),
             depth_limit=limit,
             created_by=user if getattr(user, "is_authenticated", False) else None,
         )

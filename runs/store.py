@@ -29,6 +29,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from entities.models import Entity, EntityVersion
+from governance.vault import PiiCipher
 from runs import sql
 from runs.engine import hitl, pinned
 from runs.engine.core import (
@@ -48,6 +49,7 @@ from runs.engine.core import (
     no_room_for_children,
     run_limits,
 )
+from runs.engine.pii_copies import PiiCopies
 from runs.engine.ports import LIMIT_EXCEEDED, ModelReply, ModelRequest, ToolInvocation, ToolResult
 from runs.models import (
     TERMINAL,
@@ -104,6 +106,7 @@ def _limit_row(row: Run) -> LimitRow:
 
 
 _UNKNOWN = object()
+_VAULT = object()
 
 
 def _kept_json(run: RunView) -> dict[str, Any]:
@@ -113,6 +116,12 @@ def _kept_json(run: RunView) -> dict[str, Any]:
     if kept is None:
         kept = run.__dict__["_kept_json"] = {}
     return kept
+
+
+def run_data_sealed(definition: dict, value: Any) -> Any:
+    """A run's input or context as the stores write what the engine reads back, under the
+    entity's pii_handling (runs/engine/pii_copies.py): for `run_start`."""
+    return PiiCopies(PiiCipher()).sealed(definition, value)
 
 
 def lifetime_left(entity_id: Any, limit: Decimal) -> Decimal:
@@ -150,8 +159,11 @@ def latest_version(entity: Entity) -> EntityVersion:
 
 
 class OrmRunStore:
-    def __init__(self, owner: str | None = None):
+    def __init__(self, owner: str | None = None, *, cipher: Any = _VAULT):
+        """`cipher`: pii_handling's (the vault's by default); every copy of a run's data this
+        store writes goes through `self.pii` (runs/engine/pii_copies.py)."""
         self.owner = owner or new_owner()
+        self.pii = PiiCopies(PiiCipher() if cipher is _VAULT else cipher)
         # The webhook_url of each root run loaded that has one: its end is POSTed there.
         self._webhooks: dict[str, str] = {}
         # Inside a transaction sent whole: what to check once the answers are in.
@@ -214,7 +226,7 @@ class OrmRunStore:
                 try:
                     self._append(
                         [
-                            (held.trace_id, held.id, held_items)
+                            (held.trace_id, held.id, self._kept_items(held, held_items))
                             for held, held_items in (
                                 (deferred and deferred.child, deferred and deferred.items),
                                 (spawn and spawn.parent, spawn and spawn.items),
@@ -276,6 +288,12 @@ class OrmRunStore:
         """A held-back child's end in a transaction of its own."""
         with self._transaction(deferred.child, items=deferred.items, steps=deferred.steps):
             deferred.write()
+
+    def _kept_items(self, run: RunView, items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+        """Events as pii_handling keeps them (they are shown, never read back)."""
+        if self.pii.mode(run.definition) == "ALLOW":
+            return items
+        return [(kind, self.pii.kept(run.definition, payload)) for kind, payload in items]
 
     @staticmethod
     def _append(runs_items: list[tuple[str, str, list[tuple[str, dict]]]]) -> None:
@@ -376,9 +394,9 @@ class OrmRunStore:
             workspace_id=row["workspace"],
             definition=pinned_definition(row["entity_version"], row["entity"]),
             status=row["status"],
-            input=row["input_data"],
-            state=row["state"],
-            plan=row["dynamic_plan"],
+            input=self.pii.opened(row["input_data"]),
+            state=self.pii.opened(row["state"]),
+            plan=self.pii.opened(row["dynamic_plan"]),
             cursor=row["cursor"],
             iteration=row["iteration"],
             attempt=row["attempt"],
@@ -386,7 +404,7 @@ class OrmRunStore:
             depth_limit=row["depth_limit"],
             parent_id=str(row["parent"]) if row["parent"] else None,
             entity_status=row["entity_status"],
-            output=row["output_data"],
+            output=self.pii.opened(row["output_data"]),
             error_code=row["error_code"],
             error_message=row["error_message"],
             cancel_requested=row["cancel_requested"],
@@ -464,7 +482,7 @@ class OrmRunStore:
             "iteration": run.iteration,
             "attempt": run.attempt,
             "error_code": run.error_code,
-            "error_message": run.error_message[:10_000],
+            "error_message": self.pii.kept(run.definition, run.error_message[:10_000]),
             "lease_expires_at": now + timedelta(seconds=lease_seconds()),
             "deadline_at": run.deadline,
         }
@@ -481,7 +499,10 @@ class OrmRunStore:
             )
             if kept.get(name, _UNKNOWN) is not value
         }
-        fields.update(changed, **extra)
+        fields.update(
+            {name: self.pii.sealed(run.definition, value) for name, value in changed.items()},
+            **extra,
+        )
         if run.status != RunStatus.PENDING and not run.started:
             fields["started_at"] = run.began_at or now
             run.started, run.began_at = True, run.began_at or now
@@ -521,9 +542,9 @@ class OrmRunStore:
         """Insert or update the step records in one statement."""
         self._write_step_rows(self._step_rows(run, steps))
 
-    @staticmethod
-    def _step_rows(run: RunView, steps: list[StepRecord]) -> list[dict[str, Any]]:
+    def _step_rows(self, run: RunView, steps: list[StepRecord]) -> list[dict[str, Any]]:
         now = timezone.now()
+        kept = self.pii.kept
         return [
             {
                 "run": run.id,
@@ -534,10 +555,10 @@ class OrmRunStore:
                 "name": step.name[:200],
                 "type": step.type,
                 "status": step.status,
-                "input": step.input,
-                "output": step.output,
+                "input": kept(run.definition, step.input),
+                "output": kept(run.definition, step.output),
                 "error_code": step.error_code,
-                "error_message": step.error_message[:10_000],
+                "error_message": kept(run.definition, step.error_message[:10_000]),
                 "started_at": step.started_at or now,
                 "finished_at": now if step.status in _STEP_DONE else None,
             }
@@ -797,13 +818,13 @@ class OrmRunStore:
                     "root": run.trace_id,
                     "trace_id": run.trace_id,
                     "parent_step_key": child_step_key(request.step_key, run.iteration, run.attempt),
-                    "state": request.state or {},
+                    "state": self.pii.sealed(child, request.state or {}),
                     "group_index": request.group_index,
                     "spawn_group": group,
                     "depth": run.depth + 1,
                     "depth_limit": run.depth_limit,
                     "lineage": [*run.lineage, run.id],
-                    "input_data": request.input,
+                    "input_data": self.pii.sealed(child, request.input),
                     "created_by": run.created_by_id,
                     "created_at": now,
                     "cancel_requested": False,
@@ -833,7 +854,7 @@ class OrmRunStore:
         row is left for the child's first write (`_unwritten`)."""
         # The trace's sequence row, then the runs' rows: one lock order (an entity's row,
         # for its lifetime budget, comes before both).
-        append_events(run.trace_id, run.id, items)
+        append_events(run.trace_id, run.id, self._kept_items(run, items))
         # Children with budgets of their own set them aside at this run's anchor (seed 004):
         # all of them or none, so siblings never overspend it together.
         if reserve and not sql.reserve_budget(run.budget_anchor, reserve).value():
@@ -928,7 +949,7 @@ class OrmRunStore:
                 run_id=str(row["id"]),
                 step_key=row["parent_step_key"].rsplit("#", 1)[0],
                 status=row["status"],
-                output=row["output_data"],
+                output=self.pii.opened(row["output_data"]),
                 error_code=row["error_code"],
                 error_message=row["error_message"],
                 entity_name=entity_name,
@@ -1073,7 +1094,7 @@ class OrmRunStore:
                 row["timeout_action"],
                 row["escalated_at"] is not None,
             ),
-            payload=row["approved_payload"],
+            payload=self.pii.opened(row["approved_payload"]),
             notes=row["reviewer_notes"],
             constraint=row["locked_constraint"],
             decided_by=row["responded_by__username"] or "",
@@ -1113,6 +1134,17 @@ class OrmRunStore:
         )
         level, factors = hitl.risk_of([*ask.risk, *cost_risk])
         required = ask.approval_required
+        # What a person reads, and may edit and send back to the engine: sealed.
+        sealed = self.pii.sealed(
+            run.definition,
+            {
+                "subject": ask.subject,
+                "payload": ask.payload,
+                "context_snapshot": ask.context_snapshot,
+                "reasoning_summary": ask.reasoning_summary,
+                "alternatives": list(ask.alternatives),
+            },
+        )
         approval = Approval(
             run_id=run.id,
             workspace_id=run.workspace_id,
@@ -1124,17 +1156,17 @@ class OrmRunStore:
             status=ApprovalStatus.PENDING if required else ApprovalStatus.NOTIFIED,
             approval_required=required,
             requested_by=ask.requested_by[:100],
-            subject=ask.subject,
-            payload=ask.payload,
+            subject=sealed["subject"],
+            payload=sealed["payload"],
             edit_schema=ask.edit_schema,
             allowed_decisions=list(ask.allowed_decisions),
-            context_snapshot=ask.context_snapshot,
-            reasoning_summary=ask.reasoning_summary,
+            context_snapshot=sealed["context_snapshot"],
+            reasoning_summary=sealed["reasoning_summary"],
             confidence=ask.confidence,
             risk_level=level,
             risk_rank=RISK_ORDER[level],
             risk_factors=factors,
-            alternatives=list(ask.alternatives),
+            alternatives=sealed["alternatives"],
             cost_estimate=estimate,
             downstream_impact={**ask.downstream_impact, "time_to_complete": time_left},
             judge=ask.judge,
@@ -1152,7 +1184,7 @@ class OrmRunStore:
                 "trigger": ask.trigger,
                 "step": ask.step_name,
                 "risk": level,
-                "summary": ask.reasoning_summary,
+                "summary": self.pii.kept(run.definition, ask.reasoning_summary),
             },
         )
         with transaction.atomic():
@@ -1164,7 +1196,7 @@ class OrmRunStore:
             event[1]["approval_id"] = approval.pk
             if required:
                 steps, items = self._take_pending(run, steps, [*events.items, event])
-                append_events(run.trace_id, run.id, items)
+                append_events(run.trace_id, run.id, self._kept_items(run, items))
                 self._write_run(run, lease_owner="", lease_expires_at=None)
                 run.released = True
                 self._write_steps(run, steps)
@@ -1195,7 +1227,7 @@ class OrmRunStore:
                     criterion=str(verdict.get("criterion", ""))[:500],
                     decision=str(verdict["decision"]),
                     confidence=float(verdict["confidence"]),
-                    rationale=str(verdict.get("rationale", "")),
+                    rationale=self.pii.kept(run.definition, str(verdict.get("rationale", ""))),
                     risk_flags=list(verdict.get("risk_flags") or []),
                     route=str(verdict.get("route") or "auto"),
                 )
@@ -1385,7 +1417,8 @@ class OrmRunStore:
         )
         if config.get("access_pattern") == "RECENT_N":
             items = items[:MEMORY_RECENT_N]
-        return [item for item in reversed(list(items.values_list("content", flat=True)))]
+        contents = reversed(list(items.values_list("content", flat=True)))
+        return [self.pii.opened(item) for item in contents]
 
     def memory_write(self, run: RunView, content: Any) -> None:
         """Remember one item; the retention policy's max_items and ttl_seconds apply."""
@@ -1403,7 +1436,7 @@ class OrmRunStore:
                 entity_id=run.entity_id if scope != "GLOBAL" else None,
                 session=run.trace_id if scope == "SESSION" else None,
                 run_id=run.id,
-                content=content,
+                content=self.pii.sealed(run.definition, content),
                 expires_at=timezone.now() + timedelta(seconds=ttl) if ttl else None,
             )
             limit = retention.get("max_items")

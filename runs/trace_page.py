@@ -21,6 +21,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from approvals.models import Approval
+from runs.engine.pii_copies import shown
 from runs.models import ACTIVE, LLMCall, Run, RunEvent, StepRun, ToolCall, TraceSequence
 from runs.selectors import run_list
 
@@ -119,8 +120,9 @@ def usd(amount: Any) -> str:
 
 
 def pretty_json(value: Any) -> str:
-    """JSON for a <pre>; the template escapes it (a model or a tool wrote it)."""
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    """JSON for a <pre>; the template escapes it (a model or a tool wrote it). Personal data
+    sealed under pii_handling REDACT shows as its redaction."""
+    return json.dumps(shown(value), indent=2, ensure_ascii=False, sort_keys=False, default=str)
 
 
 def _decorate(run: Run, counts: dict[Any, int], now: datetime) -> Run:

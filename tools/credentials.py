@@ -22,7 +22,8 @@ What the secret named by `authentication.credentials_ref` holds, by `authenticat
   refused with an error saying so.
 
 Values travel as `Redacted` (their str and repr are a placeholder, pickling is refused) until
-http_request puts them in a header, and it replaces any echo of them in an answer. Errors name
+http_request puts them in a header, and the runner replaces any echo of them, in any encoding,
+in what the call returns or raises (`governance/secret_redaction.py`). Errors name
 the tool, the secret and the field, never a value.
 """
 
@@ -44,6 +45,7 @@ from urllib.parse import quote
 import httpx
 from django.views.decorators.debug import sensitive_variables
 
+from governance.secret_redaction import SecretRedaction
 from governance.vault import Redacted, SecretInvalid, VaultError, secret_resolve
 from runs.engine.ports import TIMEOUT, VALIDATION_ERROR, ToolError
 from tools.builtin import http_request
@@ -58,7 +60,6 @@ DEFAULT_TOKEN_SECONDS = 300.0
 MAX_TOKEN_RESPONSE_BYTES = 64 * 1024
 # Shorter values are no real credentials; replacing them would garble ordinary text.
 SCRUB_MIN_CHARS = 8
-REDACTED = "[redacted]"
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
 _OAUTH_ERROR = re.compile(r"^[a-z_]{1,40}$")
@@ -68,7 +69,7 @@ _RESERVED_HEADERS = http_request.RESERVED_HEADERS | {"idempotency-key", "user-ag
 class Credentials:
     """The headers one call sends, and the values an answer must not echo."""
 
-    __slots__ = ("_headers", "_secrets", "_renew")
+    __slots__ = ("_headers", "_redaction", "_renew")
 
     def __init__(
         self,
@@ -77,21 +78,18 @@ class Credentials:
         renew: Callable[[], None] | None = None,
     ):
         self._headers = dict(headers)
-        self._secrets = tuple(s for s in secrets if len(s.reveal()) >= SCRUB_MIN_CHARS)
+        self._redaction = SecretRedaction(
+            s.reveal() for s in secrets if len(s.reveal()) >= SCRUB_MIN_CHARS
+        )
         self._renew = renew
 
     def headers(self) -> dict[str, str]:
         return {name: value.reveal() for name, value in self._headers.items()}
 
-    def scrub(self, data: bytes) -> bytes:
-        for secret in self._secrets:
-            data = data.replace(secret.reveal().encode(), REDACTED.encode())
-        return data
-
-    def scrub_text(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret.reveal(), REDACTED)
-        return text
+    def redact(self, value: Any) -> Any:
+        """A JSON value (or a text) with every echo of these credentials, in any encoding
+        `governance/secret_redaction.py` knows, replaced by `[redacted]`."""
+        return self._redaction.value(value)
 
     def renew(self) -> bool:
         """Drop a cached token the server refused; False when there is none to renew."""

@@ -10,7 +10,9 @@
 4. runs the adapter (its sandbox when the call or the tool asks for one), and turns whatever
    it raises into a `ToolError` the retry policy understands: the adapter's own, or a
    retryable one naming only the exception's type, since an exception's text may carry a URL
-   with a token or a connection string.
+   with a token or a connection string;
+5. takes every echo of the call's credentials, in any encoding, out of what the adapter
+   returned or raised (`governance/secret_redaction.py`), before anything stores it.
 
 A sandboxed call has no external effect (it records the call and returns a realistic result),
 so it is neither counted against the rate limit, which guards the real API's quota, nor
@@ -100,8 +102,16 @@ class RegistryToolRunner:
         started = self.clock()
         try:
             output = adapter(invocation.arguments, context)
-        except ToolError:
-            raise
+        except ToolError as exc:
+            if credentials is None:
+                raise
+            # An error may quote what the server answered (a reason phrase, a body).
+            raise ToolError(
+                credentials.redact(str(exc)),
+                permanent=exc.permanent,
+                code=exc.code,
+                retry_after_s=exc.retry_after_s,
+            ) from None
         except Exception as exc:
             logger.warning("tool %s (%s) raised %s", tool_id, builtin.name, type(exc).__name__)
             logger.debug("tool %s failure", tool_id, exc_info=True)
@@ -113,6 +123,10 @@ class RegistryToolRunner:
         replayed = isinstance(output, Replayed)
         if replayed:
             output = output.output
+        if credentials is not None:
+            # The one place an echo of a credential is taken out, whatever the adapter and
+            # however the server encoded it: every string and key of the decoded answer.
+            output = credentials.redact(output)
         return ToolResult(
             output=_as_json(output, tool_id), latency_ms=latency_ms, replayed=replayed
         )

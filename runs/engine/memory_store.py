@@ -26,6 +26,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from cryptography.fernet import Fernet
+
 from runs.engine import hitl
 from runs.engine.context import InMemoryArtifactStore
 from runs.engine.core import (
@@ -46,6 +48,7 @@ from runs.engine.core import (
     no_room_for_children,
     run_limits,
 )
+from runs.engine.pii_copies import PiiCopies
 from runs.engine.ports import ModelReply, ModelRequest, ToolInvocation, ToolResult
 
 ACTIVE = ("PENDING", "RUNNING", "WAITING", "PAUSED")  # what a cancellation stops
@@ -229,6 +232,21 @@ class _World:
         self.artifacts: dict[int, InMemoryArtifactStore] = {}
         self.approvals: dict[tuple[str, str], StoredApproval] = {}
         self.judges: dict[tuple[str, str], dict[str, Any]] = {}
+        # pii_handling's key when none is given: the ORM store always has the vault's.
+        self.cipher = _WorldCipher()
+
+
+class _WorldCipher:
+    """A key of the world's own, for sealing what the engine reads back (as the vault's)."""
+
+    def __init__(self) -> None:
+        self._fernet = Fernet(Fernet.generate_key())
+
+    def encrypt(self, text: str) -> str:
+        return self._fernet.encrypt(text.encode()).decode()
+
+    def decrypt(self, token: str) -> str:
+        return self._fernet.decrypt(token.encode()).decode()
 
 
 class InMemoryRunStore:
@@ -243,14 +261,19 @@ class InMemoryRunStore:
         lease_seconds: float = 30.0,
         workspace_id: int = 1,
         new_id: Callable[[], str] | None = None,
+        cipher: Any = None,
         _world: _World | None = None,
     ):
+        """`cipher`: pii_handling's (`encrypt`, `decrypt`; a key of the store's own when
+        None); every copy of a run's data this store keeps goes through `self.pii`, as in
+        the ORM store."""
         self.clock = clock
+        self._world = _world or _World()
+        self.pii = PiiCopies(self._world.cipher if cipher is None else cipher)
         self.owner = owner
         self.lease_seconds = lease_seconds
         self.workspace_id = workspace_id
         self.new_id = new_id or (lambda: str(uuid.uuid4()))
-        self._world = _world or _World()
         self._taken: set[str] = set()  # runs leased to this worker by spawn/finish (adopt)
 
     def worker(self, owner: str) -> InMemoryRunStore:
@@ -261,6 +284,7 @@ class InMemoryRunStore:
             lease_seconds=self.lease_seconds,
             workspace_id=self.workspace_id,
             new_id=self.new_id,
+            cipher=self.pii.cipher,
             _world=self._world,
         )
 
@@ -309,11 +333,11 @@ class InMemoryRunStore:
                 workspace_id=workspace,
                 entity_ref=entity.ref,
                 definition=definition,
-                input=_json(input),
+                input=_json(self.pii.sealed(definition, input)),
                 created_at=self.clock(),
                 depth_limit=definition["governance"]["execution_limits"]["max_recursion_depth"],
                 created_by_id=created_by_id,
-                context=_json(context or {}),
+                context=_json(self.pii.sealed(definition, context or {})),
                 **run_limits(definition, run_id, None, left),
             )
             self._append_events(
@@ -467,9 +491,9 @@ class InMemoryRunStore:
                 workspace_id=row.workspace_id,
                 definition=row.definition,
                 status=row.status,
-                input=_json(row.input),
-                state=_json(row.state),
-                plan=_json(row.plan),
+                input=self.pii.opened(_json(row.input)),
+                state=self.pii.opened(_json(row.state)),
+                plan=self.pii.opened(_json(row.plan)),
                 cursor=row.cursor,
                 iteration=row.iteration,
                 attempt=row.attempt,
@@ -477,7 +501,7 @@ class InMemoryRunStore:
                 depth_limit=row.depth_limit,
                 parent_id=row.parent_id,
                 entity_status=entity.status,
-                output=_json(row.output),
+                output=self.pii.opened(_json(row.output)),
                 error_code=row.error_code,
                 error_message=row.error_message,
                 cancel_requested=row.cancel_requested,
@@ -592,12 +616,12 @@ class InMemoryRunStore:
                     workspace_id=run.workspace_id,
                     entity_ref=entity.ref,
                     definition=entity.definition,
-                    input=_json(request.input),
+                    input=_json(self.pii.sealed(entity.definition, request.input)),
                     created_at=now,
                     depth_limit=run.depth_limit,
                     parent_id=run.id,
                     parent_step_key=child_step_key(request.step_key, run.iteration, run.attempt),
-                    state=_json(request.state or {}),
+                    state=_json(self.pii.sealed(entity.definition, request.state or {})),
                     spawn_group=group,
                     cancel_requested=cancelled,
                     group_index=request.group_index,
@@ -648,7 +672,7 @@ class InMemoryRunStore:
                     run_id=row.id,
                     step_key=row.parent_step_key.rsplit("#", 1)[0],
                     status=row.status,
-                    output=_json(row.output),
+                    output=self.pii.opened(_json(row.output)),
                     error_code=row.error_code,
                     error_message=row.error_message,
                     entity_name=self._world.entities[(row.workspace_id, row.entity_ref)].name,
@@ -857,7 +881,7 @@ class InMemoryRunStore:
             ]
             if config.get("access_pattern") == "RECENT_N":
                 items = items[:MEMORY_RECENT_N]
-            return [_json(m.content) for m in reversed(items)]
+            return [self.pii.opened(_json(m.content)) for m in reversed(items)]
 
     def memory_write(self, run: RunView, content: Any) -> None:
         """Remember one item; the retention policy's max_items and ttl_seconds apply."""
@@ -877,7 +901,7 @@ class InMemoryRunStore:
                     entity_id=run.entity_id if scope != "GLOBAL" else None,
                     session=run.trace_id if scope == "SESSION" else None,
                     run_id=run.id,
-                    content=_json(content),
+                    content=_json(self.pii.sealed(run.definition, content)),
                     created_at=now,
                     expires_at=now + timedelta(seconds=ttl) if ttl else None,
                 )
@@ -925,15 +949,16 @@ class InMemoryRunStore:
         lease stops here)."""
         now = self.clock()
         row = self._hold(run)
+        sealed, kept = self.pii.sealed, self.pii.kept
         row.status = run.status
-        row.state = _json(run.state)
-        row.plan = _json(run.plan)
+        row.state = _json(sealed(run.definition, run.state))
+        row.plan = _json(sealed(run.definition, run.plan))
         row.cursor = run.cursor
         row.iteration = run.iteration
         row.attempt = run.attempt
-        row.output = _json(run.output)
+        row.output = _json(sealed(run.definition, run.output))
         row.error_code = run.error_code
-        row.error_message = run.error_message[:MESSAGE_LIMIT]
+        row.error_message = kept(run.definition, run.error_message[:MESSAGE_LIMIT])
         row.lease_expires_at = now + self._lease
         row.deadline_at = run.deadline
         for name, value in extra.items():
@@ -956,6 +981,16 @@ class InMemoryRunStore:
 
     def _write_steps(self, run: RunView, steps: list[StepRecord]) -> None:
         now = self.clock()
+        kept = self.pii.kept
+        steps = [
+            replace(
+                step,
+                input=kept(run.definition, step.input),
+                output=kept(run.definition, step.output),
+                error_message=kept(run.definition, step.error_message),
+            )
+            for step in steps
+        ]
         for step in steps:
             key = (run.id, step.key, step.iteration, step.attempt)
             finished_at = now if step.status in STEP_DONE else None
@@ -993,9 +1028,11 @@ class InMemoryRunStore:
         self, trace_id: str, run_id: str, items: list[tuple[str, dict[str, Any]]]
     ) -> None:
         trace = self._world.events.setdefault(trace_id, [])
+        definition = self._world.runs[run_id].definition
         for kind, payload in items:
             seq = len(trace) + 1
-            trace.append(StoredEvent(trace_id, seq, run_id, kind, _json(payload)))
+            kept = self.pii.kept(definition, payload)
+            trace.append(StoredEvent(trace_id, seq, run_id, kind, _json(kept)))
 
     def _add_counters(
         self,
@@ -1076,7 +1113,7 @@ class InMemoryRunStore:
                     approval.ask.timeout_action,
                     approval.escalated,
                 ),
-                payload=copy.deepcopy(approval.payload),
+                payload=self.pii.opened(copy.deepcopy(approval.payload)),
                 notes=approval.notes,
                 constraint=copy.deepcopy(approval.constraint),
                 decided_by=approval.decided_by,
@@ -1104,7 +1141,7 @@ class InMemoryRunStore:
                 (run.id, ask.key),
                 StoredApproval(
                     run_id=run.id,
-                    ask=_json_ask(ask),
+                    ask=_json_ask(self._sealed_ask(run, ask)),
                     status="PENDING" if required else "NOTIFIED",
                     risk_level=level,
                     risk_factors=factors,
@@ -1125,6 +1162,20 @@ class InMemoryRunStore:
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
 
+    def _sealed_ask(self, run: RunView, ask: hitl.ApprovalAsk) -> hitl.ApprovalAsk:
+        """What a person reads, and may edit and send back to the engine: sealed."""
+        sealed = self.pii.sealed(
+            run.definition,
+            {
+                "subject": ask.subject,
+                "payload": ask.payload,
+                "context_snapshot": ask.context_snapshot,
+                "reasoning_summary": ask.reasoning_summary,
+                "alternatives": list(ask.alternatives),
+            },
+        )
+        return replace(ask, **{**sealed, "alternatives": tuple(sealed["alternatives"])})
+
     def awaiting_person(self, run: RunView) -> bool:
         with self._world.lock:
             return any(
@@ -1135,7 +1186,8 @@ class InMemoryRunStore:
 
     def record_judge(self, run: RunView, key: str, verdict: dict) -> None:
         with self._world.lock:
-            self._world.judges.setdefault((run.id, key), _json(verdict))
+            rationale = self.pii.kept(run.definition, verdict.get("rationale", ""))
+            self._world.judges.setdefault((run.id, key), _json({**verdict, "rationale": rationale}))
 
     def cancel_descendants(self, run: RunView) -> list[str]:
         with self._world.lock:

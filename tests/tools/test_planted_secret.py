@@ -139,7 +139,8 @@ def test_failing_calls_with_credentials_name_no_secret(acme, server, caplog):
         )
 
     assert (refused_key.status, refused_client.status) == ("FAILED", "FAILED")
-    assert "127.0.0.1 answered HTTP 403 Forbidden" in refused_key.error_message
+    # (The host's address is personal data under the default pii_handling, REDACT.)
+    assert "answered HTTP 403 Forbidden" in refused_key.error_message
     assert "refused the client credentials of secret 'crm_oauth' (HTTP 401, invalid_client)" in (
         refused_client.error_message
     )

@@ -14,8 +14,9 @@ Every request carries the call's idempotency key as `Idempotency-Key`.
 
 The tool's authentication (API_KEY, OAUTH2, SERVICE_ACCOUNT) arrives resolved in
 `context.credentials` (`tools/credentials.py`): its headers are added last, so an argument of
-the same name cannot replace them, and every occurrence of a credential in the answer (a
-server that echoes its request) is replaced by `[redacted]` before anything is returned.
+the same name cannot replace them. The runner replaces every occurrence of a credential in
+what this returns or raises (a server that echoes its request, in any encoding) by
+`[redacted]` (`governance/secret_redaction.py`).
 """
 
 from __future__ import annotations
@@ -165,9 +166,6 @@ def run(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
     returned = {
         name: response.headers[name] for name in RETURNED_HEADERS if name in response.headers
     }
-    if credentials is not None:
-        body = credentials.scrub(body)
-        returned = {name: credentials.scrub_text(value) for name, value in returned.items()}
     return {
         "status": response.status_code,
         "headers": returned,

@@ -1,0 +1,56 @@
+"""Runs driven to their end in the test thread, by an engine wired as the server's is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from governance.vault import PiiCipher
+from runs import services
+from runs.engine.core import Engine
+from runs.gateway import LiteLLMGateway
+from runs.models import Run
+from runs.services import run_start
+from runs.store import OrmRunStore
+from tools.runner import RegistryToolRunner
+
+
+class Driver:
+    """Advances runs in this thread, in the order the engine asks, with the vault's cipher
+    for pii_handling (as `runs/engine_factory.py` wires it)."""
+
+    def __init__(self, *, steps_per_advance: int = 200) -> None:
+        """`steps_per_advance=1`: every step starts from the run as stored (as after a
+        crash, or on another worker)."""
+        self.queue: list[str] = []
+        self.engine = Engine(
+            max_steps_per_advance=steps_per_advance,
+            store=OrmRunStore(),
+            model=LiteLLMGateway(),
+            tools=RegistryToolRunner(),
+            enqueue=self.queue.append,
+            cipher=PiiCipher(),
+        )
+
+    def run(self, entity: Any, input_data: Any) -> Run:
+        handed_to = services.enqueue
+        services.enqueue = self.queue.append  # this thread is the executor
+        try:
+            run = run_start(entity=entity, input_data=input_data)
+        finally:
+            services.enqueue = handed_to
+        for _ in range(10_000):
+            if not self.queue:
+                break
+            self.engine.advance(self.queue.pop(0))
+        else:
+            raise AssertionError("the run never settled")
+        run.refresh_from_db()
+        return run
+
+
+def step(order: int, name: str, kind: str, **target: Any) -> dict:
+    return {"step_id": f"s{order}", "order": order, "name": name, "type": kind, "target": target}
+
+
+def static_plan(*steps: dict) -> dict:
+    return {"static_plan": {"enabled": True, "steps": list(steps)}}
