@@ -253,6 +253,14 @@ def pii_protect(
     return _map_strings(obj, transform, numbers=True)
 
 
+# What a sealed JSON number's plaintext starts with (see `pii_seal`): no text a person types.
+_NUMBER_MARK = "\x00hierarch-number:"
+
+
+class _Digits(str):
+    """A long integer's digits, as `_map_strings` hands them to a transform."""
+
+
 def pii_reveal(obj: Any, decrypt: Callable[[str], str | bytes]) -> Any:
     """A copy of a value `pii_protect(..., ENCRYPT, ...)` stored, with each `enc:` token
     decrypted by `decrypt` (the vault's, matching the encrypt function). Its errors propagate."""
@@ -261,10 +269,22 @@ def pii_reveal(obj: Any, decrypt: Callable[[str], str | bytes]) -> Any:
         plain = decrypt(match.group(1))
         return plain.decode() if isinstance(plain, bytes) else plain
 
-    def transform(strings: list[str]) -> list[str]:
-        return [_ENCRYPTED.sub(reveal, s) if ENCRYPTED_PREFIX in s else s for s in strings]
+    def transform(strings: list[str]) -> list[Any]:
+        return [
+            _number_or_text(_ENCRYPTED.sub(reveal, s)) if ENCRYPTED_PREFIX in s else s
+            for s in strings
+        ]
 
     return _map_strings(obj, transform, numbers=False)
+
+
+def _number_or_text(opened: str) -> Any:
+    """An opened piece: the JSON number it was sealed from (`_NUMBER_MARK`), else the text."""
+    if opened.startswith(_NUMBER_MARK):
+        digits = opened[len(_NUMBER_MARK) :]
+        if digits.isascii() and digits.lstrip("-").isdigit():
+            return int(digits)
+    return opened
 
 
 # --- copies the engine reads back (Run.input, state, plan, output, memory) --------------------
@@ -297,6 +317,11 @@ def pii_seal(
         spans = pii.find_pii(text, region=region)
         if not spans:
             return text
+        if isinstance(text, _Digits):
+            # A JSON number is sealed whole, marked, so that it opens as the number it was
+            # (a run's integer input stays an integer after a pause or a crash).
+            token = _token(_NUMBER_MARK + text, encrypt)
+            return f"[REDACTED:{spans[0].kind} {ENCRYPTED_PREFIX}{token}]"
         parts, position = [], 0
         for span in spans:
             token = _token(text[span.start : span.end], encrypt)
@@ -314,17 +339,24 @@ def pii_open(obj: Any, decrypt: Callable[[str], str | bytes] | None) -> Any:
     if decrypt is None:
         return obj
 
-    def plain(token: str) -> str:
-        value = decrypt(token)
+    def plain(match: re.Match[str], group: int) -> str:
+        try:
+            value = decrypt(match.group(group))
+        except Exception:
+            # Whatever the cipher raises for a token it did not make: text that only looks
+            # like one (a user may type `enc:…`) is kept as written.
+            return match.group(0)
         return value.decode() if isinstance(value, bytes) else value
 
-    def transform(strings: list[str]) -> list[str]:
-        opened = []
+    def transform(strings: list[str]) -> list[Any]:
+        opened: list[Any] = []
         for text in strings:
             if ENCRYPTED_PREFIX in text:
-                text = _SEALED.sub(lambda m: plain(m.group(2)), text)
-                text = _ENCRYPTED.sub(lambda m: plain(m.group(1)), text)
-            opened.append(text)
+                text = _SEALED.sub(lambda m: plain(m, 2), text)
+                text = _ENCRYPTED.sub(lambda m: plain(m, 1), text)
+                opened.append(_number_or_text(text))
+            else:
+                opened.append(text)
         return opened
 
     return _map_strings(obj, transform, numbers=False)
@@ -432,6 +464,8 @@ def _encrypt_pii(text: str, encrypt: Callable[[str], str | bytes], region: str) 
     spans = pii.find_pii(text, region=region)
     if not spans:
         return text
+    if isinstance(text, _Digits):  # a JSON number: encrypted whole, so it opens as a number
+        return ENCRYPTED_PREFIX + _token(_NUMBER_MARK + text, encrypt)
     parts: list[str] = []
     position = 0
     for span in spans:
@@ -469,7 +503,7 @@ def _map_strings(obj: Any, transform: Callable[[list[str]], list[str]], *, numbe
             for item in value:
                 collect(item)
         elif numbers and _long_int(value):
-            found.append(str(value))
+            found.append(_Digits(value))
 
     collect(obj)
     if not found:
