@@ -82,8 +82,16 @@ def size_text(count: int) -> str:
     return f"{megabytes} MB" if megabytes and not rest else f"{count:,} bytes"
 
 
-def body_too_large(length: int | None = None) -> PayloadTooLarge:
+def body_limit() -> int:
+    """The largest body the API reads: HIERARCH_IMPORT_MAX_BYTES, or Django's own limit
+    (DATA_UPLOAD_MAX_MEMORY_SIZE) when that is lower."""
+    django_limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     limit = settings.HIERARCH_IMPORT_MAX_BYTES
+    return min(limit, django_limit) if django_limit is not None else limit
+
+
+def body_too_large(length: int | None = None) -> PayloadTooLarge:
+    limit = body_limit()
     size = f"is {size_text(length)}" if length is not None else "is over the limit"
     return PayloadTooLarge(f"the request body {size}; the API takes up to {size_text(limit)}")
 
@@ -93,7 +101,7 @@ def refuse_large_body(meta: Mapping[str, Any]) -> None:
     read."""
     raw = meta.get("CONTENT_LENGTH") or "0"
     length = int(raw) if raw.isascii() and raw.isdecimal() else 0
-    if length > settings.HIERARCH_IMPORT_MAX_BYTES:
+    if length > body_limit():
         raise body_too_large(length)
 
 
@@ -109,7 +117,7 @@ class JSONBodyParser(parsers.JSONParser):
         request = (parser_context or {}).get("request")
         if request is not None:
             refuse_large_body(request.META)
-        limit = settings.HIERARCH_IMPORT_MAX_BYTES
+        limit = body_limit()
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
             raise body_too_large()

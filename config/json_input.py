@@ -157,7 +157,16 @@ class CheckedJSONField(forms.JSONField):
 
     def to_python(self, value: Any) -> Any:
         if isinstance(value, str) and not self.disabled and value not in self.empty_values:
-            form_json_loads(value)
+            try:
+                json_input_loads(value)
+            except JSONInputRefused as refused:
+                raise forms.ValidationError(
+                    "This JSON is not accepted: %(problems)s.",
+                    code="invalid_json",
+                    params={"problems": _where_what(refused.problems)},
+                ) from None
+            except ValueError:
+                pass  # not JSON at all: Django's own message, below
         return super().to_python(value)
 
     def bound_data(self, data: Any, initial: Any) -> Any:
