@@ -14,6 +14,7 @@ once) is made good by the next one.
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 from typing import Any, Literal, TypedDict
 
@@ -23,12 +24,46 @@ from django.contrib.auth import get_user_model
 from django.http import QueryDict
 from django.template.loader import render_to_string
 
+from approvals.forms import SORTS
+from approvals.models import Risk, Trigger
 from approvals.selectors import approvals_open_for, approvals_visible_to
 from approvals.services import INBOX_GROUP
 from governance.permissions import ADMINISTER, APPROVE, workspaces_for
 
 # Refused before the handshake completes: a browser sees the connection fail (HTTP 403).
 NOT_SIGNED_IN = 4401
+BAD_REQUEST = 4400
+
+# The query string the pages open the socket with (the inbox's filters, `list=open`, or a
+# request page's `detail`): each name once, each value one the page could have written. An
+# id is ASCII digits (`str.isdigit()` also takes "²") within the id column's range.
+ID = re.compile(r"[0-9]{0,19}")
+LARGEST_ID = 2**63 - 1
+CHOICES: dict[str, frozenset[str]] = {
+    "list": frozenset({"open"}),
+    "show": frozenset({"open", "decided"}),
+    "trigger": frozenset({"", *Trigger.values}),
+    "risk": frozenset({"", *Risk.values}),
+    "sort": frozenset({"", *SORTS}),
+}
+IDS = ("workspace", "entity", "detail")
+
+
+def socket_params(query_string: bytes) -> QueryDict | None:
+    """The socket's parameters, or None when one is not what a page sends."""
+    try:
+        params = QueryDict(query_string.decode("ascii"))
+    except (UnicodeError, ValueError):
+        return None
+    for name, values in params.lists():
+        if len(values) != 1 or (name not in CHOICES and name not in IDS):
+            return None
+        value = values[0]
+        if name in CHOICES and value not in CHOICES[name]:
+            return None
+        if name in IDS and not (ID.fullmatch(value) and int(value or 0) <= LARGEST_ID):
+            return None
+    return params
 
 
 class ApprovalChanged(TypedDict):
@@ -85,14 +120,30 @@ class InboxConsumer(AsyncWebsocketConsumer):
             await self.close(code=NOT_SIGNED_IN)
             return
         self.user_id = user.pk
-        self.params = QueryDict(self.scope.get("query_string", b"").decode("latin-1"))
-        self.joined = await database_sync_to_async(inbox_groups)(user)
-        for group in self.joined:
-            await self.channel_layer.group_add(group, self.channel_name)
-        await self.accept()
+        # Checked before any group is joined: nothing is held for a refused socket.
+        params = socket_params(self.scope.get("query_string", b""))
+        if params is None:
+            await self.close(code=BAD_REQUEST)
+            return
+        self.params = params
+        self.joined: list[str] = []
+        try:
+            for group in await database_sync_to_async(inbox_groups)(user):
+                # Recorded before it is joined: a join that fails half-way is still undone.
+                self.joined.append(group)
+                await self.channel_layer.group_add(group, self.channel_name)
+            await self.accept()
+        except BaseException:
+            # Channels calls no disconnect() when connect() raises.
+            await self._leave()
+            raise
 
     async def disconnect(self, code: int) -> None:
-        for group in getattr(self, "joined", []):
+        await self._leave()
+
+    async def _leave(self) -> None:
+        joined, self.joined = getattr(self, "joined", []), []
+        for group in joined:
             await self.channel_layer.group_discard(group, self.channel_name)
 
     async def approval_changed(self, event: ApprovalChanged) -> None:

@@ -7,7 +7,6 @@ back to the field it names.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import urlencode
 
@@ -16,6 +15,7 @@ from django.db.models import QuerySet
 
 from approvals.models import Approval, Decision, Risk, Trigger
 from approvals.services import FEEDBACK_MAX, DecisionRefused
+from config.json_input import form_json_loads
 from entities.models import Entity, Workspace
 
 SORTS = {
@@ -133,15 +133,7 @@ class EditForm(DecisionForm):
     field_order = ["payload", "notes"]
 
     def clean_payload(self) -> Any:
-        raw = self.cleaned_data["payload"]
-        try:
-            return json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(
-                "This is not valid JSON: %(problem)s at line %(line)s, column %(column)s.",
-                code="invalid_json",
-                params={"problem": exc.msg, "line": exc.lineno, "column": exc.colno},
-            ) from None
+        return form_json_loads(self.cleaned_data["payload"])
 
     def decide_kwargs(self) -> dict[str, Any]:
         return super().decide_kwargs() | {"payload": self.cleaned_data["payload"]}

@@ -367,7 +367,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["config.api_contract.JSONBodyParser"],
     "DEFAULT_PAGINATION_CLASS": "config.api_contract.PageNumberPagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_CLASSES": [
@@ -426,6 +426,15 @@ if env_bool("SECURE_PROXY_SSL_HEADER", False):
 # Uploads and imports: an entity import file larger than this is refused before it is parsed.
 HIERARCH_IMPORT_MAX_BYTES = env_int("HIERARCH_IMPORT_MAX_BYTES", 5 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = HIERARCH_IMPORT_MAX_BYTES + 1024 * 1024
+
+# Bad input (issue 16, item 7). Every API request body is at most HIERARCH_IMPORT_MAX_BYTES
+# (413 over it), and JSON from a client or a form (API bodies, the forms' JSON fields, entity
+# definitions) is nested at most HIERARCH_JSON_MAX_DEPTH levels (JSONLogic expressions, which
+# may also arrive as text, at most runs.engine.jsonlogic.MAX_DEPTH). Deeper is refused with a
+# 400 naming where (config/json_input.py), never a RecursionError.
+HIERARCH_JSON_MAX_DEPTH = env_int("HIERARCH_JSON_MAX_DEPTH", 64)
+if not 8 <= HIERARCH_JSON_MAX_DEPTH <= 200:
+    raise ImproperlyConfigured("HIERARCH_JSON_MAX_DEPTH is a number of levels from 8 to 200")
 
 # Models: the built-in offline model's nominal prices and artificial latency (so budgets and
 # dashboards behave as with a paid model), and the timeout of every model call.

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import models, transaction
 from django.forms.models import BaseInlineFormSet
 from django.forms.utils import ErrorList
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -20,6 +20,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from config.json_input import CheckedJSONField
 from entities.definition import DefinitionInvalid
 from entities.exchange import ImportFileError, export_workspace, read_import_bytes, size_text
 from entities.forms import (
@@ -67,6 +68,8 @@ class WorkspaceScopedAdmin(admin.ModelAdmin):
 
     workspace_path = "workspace"
     write_perm = DESIGN
+    # Every JSON a designer types is checked like an API body (config/json_input.py).
+    formfield_overrides = {models.JSONField: {"form_class": CheckedJSONField}}
 
     def workspace_of(self, obj: Any) -> Workspace:
         for part in self.workspace_path.split("__"):

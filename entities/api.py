@@ -18,7 +18,6 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from django.conf import settings
 from django.db import connection
 from django.db.models import Q, QuerySet
 from django.urls import path, re_path, reverse
@@ -44,7 +43,6 @@ from entities.exchange import (
     definition_of,
     definitions_from_document,
     export_workspace,
-    size_text,
 )
 from entities.models import (
     Entity,
@@ -84,12 +82,6 @@ from governance.permissions import (
 # -- refusals -----------------------------------------------------------------------------------
 
 
-class PayloadTooLarge(exceptions.APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "the request body is too large"
-    default_code = "payload_too_large"
-
-
 TOO_LARGE = {
     413: OpenApiResponse(
         ErrorSerializer,
@@ -97,55 +89,6 @@ TOO_LARGE = {
         "(5 MB by default)",
     )
 }
-
-
-def _refuse_large_body(request: Request) -> None:
-    """A body over the import limit is refused before it is read (DRF reads the stream
-    itself, past Django's own limit)."""
-    raw = request.META.get("CONTENT_LENGTH") or "0"
-    length = int(raw) if raw.isascii() and raw.isdecimal() else 0
-    limit = settings.HIERARCH_IMPORT_MAX_BYTES
-    if length > limit:
-        raise PayloadTooLarge(
-            f"the request body is {size_text(length)}; the API takes up to {size_text(limit)}"
-        )
-
-
-def _unstorable_text(value: Any, where: str, found: dict[str, str]) -> None:
-    """Strings the database cannot store (NUL, lone surrogates), by where they are: refused
-    with the field named instead of failing deep inside a save."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            found.setdefault(where, "text may not contain the NUL character (\\u0000)")
-        elif not _encodes(value):
-            found.setdefault(where, "text may not contain lone surrogates (\\ud800-\\udfff)")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _unstorable_text(key, where, found)
-            _unstorable_text(item, f"{where}.{key}" if where else str(key), found)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _unstorable_text(item, f"{where}[{index}]", found)
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _storable(value: Any, where: str = "") -> Any:
-    """`value`, or a ValidationError naming where it holds text the database cannot store
-    (inside a serializer's field, `where` is "" and the field's name comes first)."""
-    found: dict[str, str] = {}
-    _unstorable_text(value, where, found)
-    if "" in found:
-        raise exceptions.ValidationError(found[""])
-    if found:
-        raise exceptions.ValidationError(found)
-    return value
 
 
 def problem_details(problems: Iterable[Problem], *, prefix: str) -> dict[str, str]:
@@ -429,9 +372,6 @@ class EntityCreateSerializer(StrictSerializer):
         data["workspace"] = workspace_among_yours(self.context["request"].user, data["workspace"])
         return data
 
-    def validate_definition(self, value: Any) -> Any:
-        return _storable(value)
-
 
 class EntityUpdateSerializer(StrictSerializer):
     """The entity's whole new definition; what it leaves out takes the defaults, as in an
@@ -441,9 +381,6 @@ class EntityUpdateSerializer(StrictSerializer):
         help_text="The whole definition in the exchange format (the detail's `definition`, "
         "changed)."
     )
-
-    def validate_definition(self, value: Any) -> Any:
-        return _storable(value)
 
 
 class UpperChoiceField(serializers.ChoiceField):
@@ -615,7 +552,6 @@ class EntityList(FilteredListAPIView):
         },
     )
     def post(self, request: Request) -> Response:
-        _refuse_large_body(request)
         body = EntityCreateSerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
         workspace = body.validated_data["workspace"]
@@ -658,7 +594,6 @@ class EntityDetail(APIView):
     def put(self, request: Request, pk: Any) -> Response:
         entity = entity_get(user=request.user, pk=pk)
         _require_design(request.user, entity.workspace, "change entities")
-        _refuse_large_body(request)
         body = EntityUpdateSerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
         definition = body.validated_data["definition"]
@@ -853,14 +788,12 @@ class WorkspaceImport(APIView):
     def post(self, request: Request, ref: str) -> Response:
         workspace = _workspace_of_url(request, ref)
         _require_design(request.user, workspace, "import entities")
-        _refuse_large_body(request)
         try:
             definitions = definitions_from_document(request.data)
         except ImportFileError as wrong:
             raise exceptions.ValidationError({"entities": str(wrong)}) from None
         if not definitions:
             raise exceptions.ValidationError({"entities": "the body holds no entity definitions"})
-        _storable(definitions, "entities")
         try:
             results = entities_import(
                 workspace=workspace, definitions=definitions, user=request.user

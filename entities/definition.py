@@ -25,6 +25,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 
+from config.json_input import json_input_problems
 from runs.engine import jsonlogic, patterns, schemas
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
@@ -326,6 +327,11 @@ def normalize(definition: Any) -> tuple[dict, list[Problem]]:
                 + f"; got {_json_type(definition)}",
             )
         ]
+    # First, what nothing further may walk or store: too deep a nesting (every check below
+    # recurses), text PostgreSQL refuses, infinite numbers.
+    unreadable = json_input_problems(definition)
+    if unreadable:
+        return {}, [Problem(where, message) for where, message in unreadable.items()]
     problems: list[Problem] = []
     for key in definition:
         if key not in SECTIONS:

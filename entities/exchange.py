@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Prefetch
 
+from config.json_input import JSONInputRefused, json_input_loads
 from entities.definition import Problem
 from entities.models import ChildLink, Entity, PlanStep
 
@@ -188,11 +189,15 @@ def read_import_bytes(raw: bytes, *, name: str = "the file") -> list[Any]:
     except UnicodeDecodeError:
         raise ImportFileError(f"{name} is not UTF-8 text") from None
     try:
-        document = json.loads(text)
+        document = json_input_loads(text)
+    except JSONInputRefused as refused:
+        raise ImportFileError(f"{name} is not accepted: {refused}") from None
     except json.JSONDecodeError as exc:
         raise ImportFileError(
             f"{name} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
         ) from None
+    except ValueError as exc:  # NaN, or an integer of thousands of digits
+        raise ImportFileError(f"{name} is not valid JSON: {exc}") from None
     definitions = definitions_from_document(document)
     if not definitions:
         raise ImportFileError(f"{name} holds no entity definitions")

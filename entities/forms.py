@@ -7,11 +7,12 @@ from typing import Any
 
 from django import forms
 
+from config.json_input import CheckedJSONField
 from entities.definition import Problem
 from entities.models import JSON_SECTIONS, ChildLink, Entity, PlanStep
 
 
-class PrettyJSONField(forms.JSONField):
+class PrettyJSONField(CheckedJSONField):
     """A JSON field shown indented, in a monospace textarea sized to its content."""
 
     def __init__(self, *args: Any, rows: int | None = None, **kwargs: Any) -> None:

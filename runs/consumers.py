@@ -23,10 +23,13 @@ than RECHECK_SECONDS: a role taken away closes the socket (4403).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import re
 import time
 from typing import Any, Literal, TypedDict
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -43,6 +46,44 @@ BAD_REQUEST = 4400
 log = logging.getLogger(__name__)
 REPLAY_BATCH = 500
 RECHECK_SECONDS = 5.0
+# An event number as the column holds it (PositiveBigIntegerField), in ASCII digits only:
+# `str.isdigit()` also takes "²" or "٣", which `int()` then refuses.
+EVENT_NUMBER = re.compile(r"[0-9]{1,19}")
+LARGEST_EVENT_NUMBER = 2**63 - 1
+# The one message a client sends is a ping of a few bytes; a longer one is not parsed at all
+# (json.loads of a deeply nested text raises RecursionError).
+LONGEST_MESSAGE = 1024
+
+
+class BadParameter(ValueError):
+    """A query parameter the socket does not take; the message names it, for the client."""
+
+
+def socket_after(scope: dict[str, Any]) -> int:
+    """The `after` of the socket's query string (0 when absent), or BadParameter naming what
+    is wrong: the only parameter there is, once, an event number of 0 or more."""
+    try:
+        params = parse_qs(
+            scope.get("query_string", b"").decode("ascii"),
+            keep_blank_values=True,
+            strict_parsing=False,
+            errors="strict",
+            max_num_fields=10,
+        )
+    except (UnicodeError, ValueError):
+        raise BadParameter(
+            "the query string is not valid; it takes ?after=<event number>"
+        ) from None
+    unknown = sorted(set(params) - {"after"})
+    if unknown:
+        raise BadParameter(f"{unknown[0][:40]!r}: unknown parameter; the one taken is after")
+    values = params.get("after", ["0"])
+    if len(values) != 1:
+        raise BadParameter("after: given more than once")
+    raw = values[0]
+    if not EVENT_NUMBER.fullmatch(raw) or int(raw) > LARGEST_EVENT_NUMBER:
+        raise BadParameter(f"after: {raw[:40]!r} is not an event number (0 or more)")
+    return int(raw)
 
 
 class Event(TypedDict):
@@ -97,6 +138,11 @@ class TraceHub:
 
     _hubs: dict[str, TraceHub] = {}
 
+    @classmethod
+    def watched_traces(cls) -> set[str]:
+        """The traces this process holds a subscription for (one per trace with a socket)."""
+        return set(cls._hubs)
+
     def __init__(self, layer: Any, trace_id: str) -> None:
         self.layer = layer
         self.trace_id = trace_id
@@ -108,17 +154,33 @@ class TraceHub:
 
     @classmethod
     async def join(cls, layer: Any, trace_id: str, queue: asyncio.Queue) -> TraceHub:
+        """The trace's hub with `queue` added: made (and subscribed) by the first socket.
+        Whatever interrupts the joining, the queue is not left behind in the registry."""
         hub = cls._hubs.get(trace_id)
         if hub is None or hub.loop is not asyncio.get_running_loop() or hub.layer is not layer:
             hub = cls._hubs[trace_id] = cls(layer, trace_id)
             hub.queues.add(queue)
-            hub.channel = await layer.new_channel()
-            await layer.group_add(hub.group, hub.channel)
+            try:
+                hub.channel = await layer.new_channel()
+                await layer.group_add(hub.group, hub.channel)
+            except BaseException:
+                hub.queues.clear()
+                if cls._hubs.get(trace_id) is hub:
+                    del cls._hubs[trace_id]
+                hub.joined.set()  # the sockets waiting on it see it failed and give up
+                raise
             hub.task = asyncio.ensure_future(hub.pump())
             hub.joined.set()
         else:
             hub.queues.add(queue)
-            await hub.joined.wait()
+            try:
+                await hub.joined.wait()
+            except BaseException:
+                await hub.leave(queue)
+                raise
+            if hub.task is None:
+                hub.queues.discard(queue)
+                raise ConnectionError(f"subscribing to the events of trace {trace_id} failed")
         return hub
 
     async def leave(self, queue: asyncio.Queue) -> None:
@@ -128,7 +190,8 @@ class TraceHub:
         del self._hubs[self.trace_id]
         if self.task is not None:
             self.task.cancel()
-        await self.layer.group_discard(self.group, self.channel)
+        if self.joined.is_set():
+            await self.layer.group_discard(self.group, self.channel)
 
     async def pump(self) -> None:
         while True:
@@ -165,26 +228,44 @@ class TraceConsumer(AsyncWebsocketConsumer):
         self.checked_at = time.monotonic()
         self.last_sent = 0
         self.stopped = False
-        raw = _query(self.scope).get("after", "0")
+        # Every parameter is checked before anything is held: a bad one is refused without
+        # joining the trace's subscription. The handshake is completed only so that the
+        # client reads why (a browser gets no close code nor message from a refused one).
+        try:
+            after = socket_after(self.scope)
+        except BadParameter as bad:
+            await self.accept()
+            await self._error(str(bad))
+            await self.close(code=BAD_REQUEST)
+            return
         # Listen before the replay reads: an event committed from now on is either in the
         # replay's reads or in a live batch (or both; the duplicate is dropped).
         self.queue: asyncio.Queue[Batch] = asyncio.Queue()
         self.hub = await TraceHub.join(get_channel_layer(), self.trace_id, self.queue)
-        await self.accept()
-        if not raw.isdigit():
-            await self._error(f"after: {raw[:40]!r} is not an event number (0 or more)")
-            await self.close(code=BAD_REQUEST)
-            return
-        self.last_sent = int(raw)
-        await self.catch_up()
-        await self.send(text_data=json.dumps({"type": "live", "last_seq": self.last_sent}))
-        self.forwarding = asyncio.ensure_future(self.forward())
+        try:
+            await self.accept()
+            self.last_sent = after
+            await self.catch_up()
+            await self.send(text_data=json.dumps({"type": "live", "last_seq": self.last_sent}))
+            self.forwarding = asyncio.ensure_future(self.forward())
+        except BaseException:
+            # Channels calls no disconnect() when connect() raises: the subscription is let
+            # go here, or the process would queue the trace's events for no one, forever.
+            await self._leave()
+            raise
 
     async def disconnect(self, code: int) -> None:
-        if getattr(self, "forwarding", None) is not None:
-            self.forwarding.cancel()
-        if getattr(self, "hub", None) is not None:
-            await self.hub.leave(self.queue)
+        await self._leave()
+
+    async def _leave(self) -> None:
+        forwarding, self.forwarding = getattr(self, "forwarding", None), None
+        hub, self.hub = getattr(self, "hub", None), None
+        try:
+            if forwarding is not None:
+                forwarding.cancel()
+        finally:
+            if hub is not None:
+                await hub.leave(self.queue)
 
     async def forward(self) -> None:
         """The live batches, one at a time, in the order they came."""
@@ -199,10 +280,10 @@ class TraceConsumer(AsyncWebsocketConsumer):
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """The socket only streams; a client may ping. Anything else gets a clear error."""
-        try:
-            message = json.loads(text_data) if text_data is not None else None
-        except ValueError:
-            message = None
+        message = None
+        if text_data is not None and len(text_data) <= LONGEST_MESSAGE:
+            with contextlib.suppress(ValueError):
+                message = json.loads(text_data)
         if isinstance(message, dict) and message.get("type") == "ping":
             await self.send(text_data=json.dumps({"type": "pong", "last_seq": self.last_sent}))
             return
@@ -251,9 +332,3 @@ class TraceConsumer(AsyncWebsocketConsumer):
 
     async def _error(self, text: str) -> None:
         await self.send(text_data=json.dumps({"type": "error", "message": text}))
-
-
-def _query(scope: dict[str, Any]) -> dict[str, str]:
-    from urllib.parse import parse_qsl
-
-    return dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))

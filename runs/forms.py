@@ -22,6 +22,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.html import escape
 
+from config.json_input import form_json_loads
 from entities.models import Entity, Workspace
 from runs.engine import schemas
 from runs.engine.validators import rule_problems
@@ -184,14 +185,7 @@ class JSONField(forms.CharField):
         text = super().to_python(value)
         if text in self.empty_values:
             return None
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(
-                "This is not valid JSON: %(problem)s at line %(line)s, column %(column)s.",
-                code="invalid_json",
-                params={"problem": exc.msg, "line": exc.lineno, "column": exc.colno},
-            ) from None
+        return form_json_loads(text)
 
     def validate(self, value: Any) -> None:
         # {} and [] are values here, not blanks.

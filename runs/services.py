@@ -29,6 +29,11 @@ from runs.store import (
     run_data_sealed,
 )
 
+# The largest budget a run may be given: the definition's cost controls have this maximum
+# (entities/schemas/governance.json), and Run.budget_usd (14 digits, 6 after the point) holds
+# less than 10^8.
+BUDGET_MAX_USD = Decimal("10000000")
+
 
 class RunRefused(Exception):
     """A run that cannot start; nothing was written."""
@@ -257,6 +262,10 @@ def run_raise_budget(*, run: Run, budget_usd: Any, user: Any = None) -> list[str
         raise RunRefused("INVALID_INPUT", f"budget_usd {budget_usd!r} is not a number") from None
     if not new.is_finite() or new <= 0:
         raise RunRefused("INVALID_INPUT", f"budget_usd must be a positive amount, not {new}")
+    if new > BUDGET_MAX_USD:
+        raise RunRefused(
+            "INVALID_INPUT", f"budget_usd may be at most ${BUDGET_MAX_USD:,}, not {new:.6g}"
+        )
     with transaction.atomic():
         row = Run.objects.select_for_update().select_related("entity").get(pk=run.pk)
         if row.budget_usd is None or str(row.budget_anchor) != str(row.pk):

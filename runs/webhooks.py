@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import secrets
@@ -45,6 +44,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from runs.models import Run, WebhookDelivery, WebhookStatus
+from tools.addresses import is_public_address
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +92,6 @@ def _parsed(raw: str) -> tuple[httpx.URL, str]:
     return url, host
 
 
-def _is_public(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
-
-
 def _resolve(url: httpx.URL, host: str) -> str:
     """The address to connect to, once every address the host resolves to is checked."""
     port = url.port or (443 if url.scheme == "https" else 80)
@@ -110,7 +103,7 @@ def _resolve(url: httpx.URL, host: str) -> str:
     addresses = [info[4][0] for info in infos]
     if not _config()["ALLOW_PRIVATE"]:
         for address in addresses:
-            if not _is_public(address):
+            if not is_public_address(address):
                 raise WebhookRefused(
                     f"host {host} resolves to {address}, a private, loopback, link-local or "
                     "reserved address (HIERARCH_WEBHOOKS_ALLOW_PRIVATE allows them)"

@@ -13,6 +13,11 @@ from typing import Any
 from json_logic import jsonLogic
 from json_logic.builtins import BUILTINS
 
+# How deeply an expression may nest (objects and lists): the evaluator recurses per level,
+# and an expression written as text escapes the request bodies' own depth check.
+MAX_DEPTH = 48
+TOO_DEEP = f"is nested deeper than {MAX_DEPTH} levels; split it into simpler conditions"
+
 # Operators apply() handles itself, besides the builtin table.
 _CONTROL_OPERATORS = {"if", "?:", "and", "or", "map", "filter", "reduce", "all", "some", "none"}
 OPERATORS = frozenset(BUILTINS) | _CONTROL_OPERATORS
@@ -31,23 +36,50 @@ def parse(expression: Any) -> Any:
                 'is empty; write a JSONLogic expression such as {">=": [{"var": "score"}, 5]}'
             )
         try:
-            return json.loads(text)
+            expression = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ExpressionError(
                 f"is not valid JSON ({exc.msg} at character {exc.pos}); write a JSONLogic "
                 'expression such as {">=": [{"var": "score"}, 5]}'
             ) from None
+        except RecursionError:  # the decoder stops cleanly at the interpreter's limit
+            raise ExpressionError(TOO_DEEP) from None
+        except ValueError as exc:  # an integer of thousands of digits
+            raise ExpressionError(f"is not valid JSON ({exc})") from None
+    if depth(expression) > MAX_DEPTH:
+        raise ExpressionError(TOO_DEEP)
     return expression
+
+
+def depth(value: Any) -> int:
+    """How many objects and lists nest in `value` (0 for a scalar), counted without
+    recursion; counting stops a level past MAX_DEPTH."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        node, level = pending.pop()
+        if isinstance(node, dict | list):
+            level += 1
+            deepest = max(deepest, level)
+            if level > MAX_DEPTH:
+                break
+            pending.extend(
+                (item, level) for item in (node.values() if isinstance(node, dict) else node)
+            )
+    return deepest
 
 
 def problems(expression: Any) -> list[str]:
     """Every reason the (parsed) expression is not valid JSONLogic, as sentences."""
+    if depth(expression) > MAX_DEPTH:
+        return [TOO_DEEP]
     found: list[str] = []
     _walk(expression, found)
     return found
 
 
 def _walk(node: Any, found: list[str]) -> None:
+    # Bounded: problems() walks only expressions at most MAX_DEPTH deep.
     if isinstance(node, list):
         for item in node:
             _walk(item, found)
@@ -67,5 +99,8 @@ def _walk(node: Any, found: list[str]) -> None:
 
 
 def evaluate(expression: Any, data: dict[str, Any]) -> Any:
-    """Apply a parsed expression to `data`."""
+    """Apply a parsed expression to `data`; one nested deeper than MAX_DEPTH (a definition
+    saved before the limit) raises ExpressionError instead of exhausting the stack."""
+    if depth(expression) > MAX_DEPTH:
+        raise ExpressionError(TOO_DEEP)
     return jsonLogic(expression, data)

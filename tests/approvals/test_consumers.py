@@ -15,7 +15,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 from django.test import Client
 
-from approvals.consumers import NOT_SIGNED_IN, InboxConsumer
+from approvals.consumers import BAD_REQUEST, NOT_SIGNED_IN, InboxConsumer
 from approvals.models import Approval, ApprovalStatus
 from approvals.services import broadcast_inbox
 from config.middleware import RememberLoop
@@ -103,6 +103,43 @@ async def test_it_refuses_another_origin(dave):
     communicator = WebsocketCommunicator(application, "/ws/approvals/", headers=headers)
     accepted, _ = await communicator.connect()
     assert not accepted
+
+
+BAD_QUERIES = [
+    "?detail=%C2%B2",  # "²": str.isdigit() says yes, int() says no
+    "?detail=-1",
+    "?workspace=99999999999999999999",  # past what the id column holds
+    "?entity=1e3",
+    "?list=all",
+    "?risk=%00",
+    "?sort=price",
+    "?list=open&list=open",
+    "?channel=inbox_1",
+    "?detail=%FF",
+]
+
+
+async def test_a_bad_query_parameter_is_refused_before_anything_is_joined(dave, caplog):
+    # One event loop for all of them: each socket's channel is a receive on the layer.
+    for query in BAD_QUERIES:
+        communicator = WebsocketCommunicator(
+            RememberLoop(InboxConsumer.as_asgi()), f"/ws/approvals/{query}"
+        )
+        communicator.scope["user"] = dave
+        accepted, code = await communicator.connect()
+        assert not accepted and code == BAD_REQUEST, query
+        await communicator.wait(TIMEOUT)
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL") or r.exc_info]
+
+
+async def test_the_parameters_the_pages_send_are_taken(dave, acme_run, acme):
+    communicator = await connected(
+        dave,
+        f"/ws/approvals/?workspace={acme.pk}&trigger=BEFORE_TOOL_CALL&risk=&sort=risk&list=open",
+    )
+    await ask(acme_run)
+    assert badge(await communicator.receive_from(TIMEOUT)) == "1"
+    await communicator.disconnect()
 
 
 async def test_it_pushes_a_new_request_into_an_open_inbox(dave, acme_run):

@@ -137,3 +137,23 @@ def test_the_run_page_leads_to_the_live_trace(client, alice, finished_run):
     page = client.get(reverse("admin:runs_run_change", args=[finished_run.pk])).content.decode()
 
     assert f'href="/runs/{finished_run.pk}/"' in page
+
+
+def test_a_budget_past_what_the_column_holds_is_refused_and_nothing_changes(client, acme):
+    from tests.factories import UserFactory, grant
+
+    olga = grant(UserFactory(username="olga", is_staff=True), acme, "operator")
+    capped = EntityFactory(
+        workspace=acme, name="capped", io_contract=io(None, a="string"), max_cost=1e-6
+    )
+    run = Driver().run(capped, {})
+    before = (run.status, run.budget_usd)
+    client.force_login(olga)
+    url = reverse("admin:runs_run_raise_budget", args=[run.pk])
+
+    for amount in ("1e30", "100000000", "1e999999"):
+        refused = client.post(url, {"budget_usd": amount})
+        assert refused.status_code == 200, amount
+        assert "budget_usd may be at most $10,000,000" in refused.content.decode(), amount
+        run.refresh_from_db()
+        assert (run.status, run.budget_usd) == before

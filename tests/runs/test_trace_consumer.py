@@ -192,6 +192,59 @@ async def test_an_after_that_is_not_a_number_is_named_and_the_socket_closed(bob,
     assert closed == {"type": "websocket.close", "code": consumers.BAD_REQUEST}
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "?after=%C2%B2",  # "²": str.isdigit() says yes, int() says no
+        "?after=%D9%A3",  # an Arabic-Indic three
+        "?after=-1",
+        "?after=+1",
+        "?after=%201",
+        "?after=1e3",
+        "?after=",
+        "?after=%00",
+        "?after=99999999999999999999",  # past what the column holds
+        "?after=1&after=2",
+        "?after=1&trace=all",
+        "?after=%FF",
+    ],
+)
+async def test_a_bad_query_parameter_closes_the_socket_cleanly_and_holds_no_subscription(
+    bob, trace, query, caplog
+):
+    page, accepted, _ = await connect(bob, trace.trace_id, query)
+    assert accepted  # only so the client reads why
+    answer = await frame(page)
+    assert answer["type"] == "error" and answer["message"], answer
+    assert await page.receive_output(TIMEOUT) == {
+        "type": "websocket.close",
+        "code": consumers.BAD_REQUEST,
+    }
+    await page.wait(TIMEOUT)
+    assert consumers.TraceHub.watched_traces() == set()
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL") or r.exc_info]
+
+
+async def test_a_closed_socket_lets_its_subscription_go(bob, trace):
+    page = await watching(bob, trace.trace_id)
+    assert (await frame(page))["type"] == "live"
+    assert consumers.TraceHub.watched_traces() == {str(trace.trace_id)}
+    await page.disconnect()
+    assert consumers.TraceHub.watched_traces() == set()
+
+
+async def test_a_long_or_deeply_nested_message_gets_an_error_and_the_stream_goes_on(bob, trace):
+    page = await watching(bob, trace.trace_id)
+    assert (await frame(page))["type"] == "live"
+    for nonsense in ("[" * 100_000, '{"type": "ping", "pad": "' + "x" * 5000 + '"}'):
+        await page.send_to(text_data=nonsense)
+        assert (await frame(page))["type"] == "error"
+    await page.send_to(text_data='{"type": "ping"}')
+    assert await frame(page) == {"type": "pong", "last_seq": 0}
+    await page.disconnect()
+    assert consumers.TraceHub.watched_traces() == set()
+
+
 async def test_a_role_taken_away_stops_the_stream(bob, acme, trace, monkeypatch):
     monkeypatch.setattr(consumers, "RECHECK_SECONDS", 0)
     page = await watching(bob, trace.trace_id)

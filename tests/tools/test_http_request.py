@@ -364,3 +364,14 @@ def test_https_refuses_a_certificate_for_another_name(loopback, tls_loopback):
     error = refusal({"url": f"https://127.0.0.1:{tls_loopback}/"})
     assert "ConnectError" in str(error)
     assert loopback.requests == []
+
+
+@pytest.mark.parametrize(
+    "address", ["::127.0.0.1", "64:ff9b::7f00:1", "64:ff9b:1::7f00:1", "2002:7f00:1::"]
+)
+def test_an_ipv6_address_that_carries_a_loopback_ipv4_address_is_refused(settings, address):
+    settings.HIERARCH_HTTP_ALLOWED_HOSTS = [address]
+    settings.HIERARCH_HTTP_ALLOW_PRIVATE = False
+    error = refusal({"url": f"http://[{address}]:9/"})
+    assert error.code == PERMISSION_DENIED, str(error)
+    assert "a private, loopback or reserved address" in str(error)

@@ -31,6 +31,7 @@ import httpx
 from django.conf import settings
 
 from runs.engine.ports import PERMISSION_DENIED, TIMEOUT, VALIDATION_ERROR, ToolError
+from tools.addresses import is_public_address
 from tools.builtin.base import ToolContext, check_arguments
 
 NAME = "http_request"
@@ -268,7 +269,7 @@ def resolve(url: httpx.URL, host: str) -> str:
     addresses = [info[4][0] for info in infos]
     if not getattr(settings, "HIERARCH_HTTP_ALLOW_PRIVATE", False):
         for address in addresses:
-            if not _is_public(address):
+            if not is_public_address(address):
                 raise ToolError(
                     f"host {host} resolves to {address}, a private, loopback or reserved "
                     "address (set HIERARCH_HTTP_ALLOW_PRIVATE to call one)",
@@ -283,20 +284,13 @@ def _refuse_private_literal(host: str) -> None:
         ipaddress.ip_address(host)
     except ValueError:
         return
-    if not getattr(settings, "HIERARCH_HTTP_ALLOW_PRIVATE", False) and not _is_public(host):
+    if not getattr(settings, "HIERARCH_HTTP_ALLOW_PRIVATE", False) and not is_public_address(host):
         raise ToolError(
             f"host {host} is a private, loopback or reserved address "
             "(set HIERARCH_HTTP_ALLOW_PRIVATE to call one)",
             permanent=True,
             code=PERMISSION_DENIED,
         )
-
-
-def _is_public(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
 
 
 def host_header(url: httpx.URL) -> str:
