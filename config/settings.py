@@ -455,6 +455,27 @@ if HIERARCH_RATE_LIMIT_BACKEND == "redis" and not REDIS_URL:
 # key derived from SECRET_KEY (governance/vault.py), so the embedded default needs no setup.
 HIERARCH_VAULT_KEYS = env_list("HIERARCH_VAULT_KEYS", [])
 
+# --- The audit log's key and kept heads (issue 16, item 5; governance/audit.py) ---
+# KEYS: HMAC keys (comma-separated, newest first, 32+ characters each). The newest signs new
+# records, every one verifies; add a new key in front and keep the old ones to rotate. Empty:
+# one key derived from SECRET_KEY (and SECRET_KEY_FALLBACKS, which verify). Keep it out of
+# the database: whoever holds it can forge a chain that verifies.
+# HEAD_FILE: a file the periodic export appends each moved chain head to (JSON lines, for
+# `verify_audit --heads-file`); empty: the heads go to the log (logger hierarch.audit) only.
+# EXPORT_SECONDS: how often (Celery beat, or the inline executor's sweeper thread); 0: never.
+HIERARCH_AUDIT = {
+    "KEYS": env_list("HIERARCH_AUDIT_KEYS", []),
+    "HEAD_FILE": env_str("HIERARCH_AUDIT_HEAD_FILE"),
+    "EXPORT_SECONDS": env_int("HIERARCH_AUDIT_EXPORT_SECONDS", 300),
+}
+if HIERARCH_AUDIT["EXPORT_SECONDS"] > 0:
+    CELERY_BEAT_SCHEDULE["export-audit-heads"] = {
+        "task": "governance.tasks.export_audit_heads_task",
+        "schedule": float(HIERARCH_AUDIT["EXPORT_SECONDS"]),
+        "options": {"expires": float(HIERARCH_AUDIT["EXPORT_SECONDS"])},
+    }
+# --- end of the audit log's settings ---
+
 # Governance defaults, in one namespaced dict.
 HIERARCH_GOVERNANCE = {
     "DEFAULT_MAX_RECURSION_DEPTH": 5,
