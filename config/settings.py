@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -475,6 +476,39 @@ if HIERARCH_AUDIT["EXPORT_SECONDS"] > 0:
         "options": {"expires": float(HIERARCH_AUDIT["EXPORT_SECONDS"])},
     }
 # --- end of the audit log's settings ---
+
+# --- Sign-in lockout (issue 16, item 6; django-axes, governance/lockout.py) ---
+# After FAILURE_LIMIT failed sign-ins (the admin's and console's form, or bad API bearer
+# tokens) a username and a client are each locked out for COOLOFF_MINUTES, counted in the
+# database (axes' database handler: every server process and worker sees the same counts,
+# on SQLite and PostgreSQL alike). The client is REMOTE_ADDR; behind reverse proxies that
+# append to X-Forwarded-For, HIERARCH_TRUSTED_PROXIES says how many (a client can write that
+# header itself, so it is not read otherwise). Unlock: manage.py axes_reset,
+# axes_reset_username USERNAME, axes_reset_ip IP.
+HIERARCH_LOGIN = {
+    "FAILURE_LIMIT": env_int("HIERARCH_LOGIN_FAILURE_LIMIT", 5),
+    "COOLOFF_MINUTES": env_float("HIERARCH_LOGIN_COOLOFF_MINUTES", 15.0),
+    "TRUSTED_PROXIES": env_int("HIERARCH_TRUSTED_PROXIES", 0),
+}
+if HIERARCH_LOGIN["FAILURE_LIMIT"] < 1 or HIERARCH_LOGIN["COOLOFF_MINUTES"] <= 0:
+    raise ImproperlyConfigured(
+        "HIERARCH_LOGIN_FAILURE_LIMIT must be 1 or more and HIERARCH_LOGIN_COOLOFF_MINUTES "
+        "more than 0"
+    )
+INSTALLED_APPS.append("axes")
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # last, as axes asks
+AUTHENTICATION_BACKENDS.insert(0, "axes.backends.AxesStandaloneBackend")  # first, as axes asks
+AXES_FAILURE_LIMIT = HIERARCH_LOGIN["FAILURE_LIMIT"]
+AXES_COOLOFF_TIME = timedelta(minutes=HIERARCH_LOGIN["COOLOFF_MINUTES"])
+AXES_LOCKOUT_PARAMETERS = "governance.lockout.lockout_parameters"
+AXES_LOCKOUT_CALLABLE = "governance.views.locked_out"
+AXES_CLIENT_IP_CALLABLE = "governance.lockout.client_ip"
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+# A successful sign-in does not clear the client's failures: with it, a guesser who has an
+# account of their own could sign into it between guesses to start counting again.
+AXES_RESET_ON_SUCCESS = False
+AXES_VERBOSE = False  # no banner at every start; failures and lockouts are still logged
+# --- end of the sign-in lockout's settings ---
 
 # Governance defaults, in one namespaced dict.
 HIERARCH_GOVERNANCE = {
