@@ -65,7 +65,8 @@ class Command(BaseCommand):
             problems += missing
             if missing:
                 continue
-            checked = f", {len(own)} kept heads found in it" if own else ""
+            noun = "head" if len(own) == 1 else "heads"
+            checked = f", {len(own)} kept {noun} found in it" if own else ""
             if result.count == 0:
                 # Nothing to recompute; an empty log and a wiped one look the same here.
                 self.stdout.write(
