@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -463,6 +464,60 @@ if HIERARCH_RATE_LIMIT_BACKEND == "redis" and not REDIS_URL:
 # key decrypts, `manage.py rotate_vault_key` re-encrypts everything with the newest. Empty: one
 # key derived from SECRET_KEY (governance/vault.py), so the embedded default needs no setup.
 HIERARCH_VAULT_KEYS = env_list("HIERARCH_VAULT_KEYS", [])
+
+# --- The audit log's key and kept heads (issue 16, item 5; governance/audit.py) ---
+# KEYS: HMAC keys (comma-separated, newest first, 32+ characters each). The newest signs new
+# records, every one verifies; add a new key in front and keep the old ones to rotate. Empty:
+# one key derived from SECRET_KEY (and SECRET_KEY_FALLBACKS, which verify). Keep it out of
+# the database: whoever holds it can forge a chain that verifies.
+# HEAD_FILE: a file the periodic export appends each moved chain head to (JSON lines, for
+# `verify_audit --heads-file`); empty: the heads go to the log (logger hierarch.audit) only.
+# EXPORT_SECONDS: how often (Celery beat, or the inline executor's sweeper thread); 0: never.
+HIERARCH_AUDIT = {
+    "KEYS": env_list("HIERARCH_AUDIT_KEYS", []),
+    "HEAD_FILE": env_str("HIERARCH_AUDIT_HEAD_FILE"),
+    "EXPORT_SECONDS": env_int("HIERARCH_AUDIT_EXPORT_SECONDS", 300),
+}
+if HIERARCH_AUDIT["EXPORT_SECONDS"] > 0:
+    CELERY_BEAT_SCHEDULE["export-audit-heads"] = {
+        "task": "governance.tasks.export_audit_heads_task",
+        "schedule": float(HIERARCH_AUDIT["EXPORT_SECONDS"]),
+        "options": {"expires": float(HIERARCH_AUDIT["EXPORT_SECONDS"])},
+    }
+# --- end of the audit log's settings ---
+
+# --- Sign-in lockout (issue 16, item 6; django-axes, governance/lockout.py) ---
+# After FAILURE_LIMIT failed sign-ins (the admin's and console's form, or bad API bearer
+# tokens) a username and a client are each locked out for COOLOFF_MINUTES, counted in the
+# database (axes' database handler: every server process and worker sees the same counts,
+# on SQLite and PostgreSQL alike). The client is REMOTE_ADDR; behind reverse proxies that
+# append to X-Forwarded-For, HIERARCH_TRUSTED_PROXIES says how many (a client can write that
+# header itself, so it is not read otherwise). Unlock: manage.py axes_reset,
+# axes_reset_username USERNAME, axes_reset_ip IP.
+HIERARCH_LOGIN = {
+    "FAILURE_LIMIT": env_int("HIERARCH_LOGIN_FAILURE_LIMIT", 5),
+    "COOLOFF_MINUTES": env_float("HIERARCH_LOGIN_COOLOFF_MINUTES", 15.0),
+    "TRUSTED_PROXIES": env_int("HIERARCH_TRUSTED_PROXIES", 0),
+}
+if HIERARCH_LOGIN["FAILURE_LIMIT"] < 1 or HIERARCH_LOGIN["COOLOFF_MINUTES"] <= 0:
+    raise ImproperlyConfigured(
+        "HIERARCH_LOGIN_FAILURE_LIMIT must be 1 or more and HIERARCH_LOGIN_COOLOFF_MINUTES "
+        "more than 0"
+    )
+INSTALLED_APPS.append("axes")
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # last, as axes asks
+AUTHENTICATION_BACKENDS.insert(0, "axes.backends.AxesStandaloneBackend")  # first, as axes asks
+AXES_FAILURE_LIMIT = HIERARCH_LOGIN["FAILURE_LIMIT"]
+AXES_COOLOFF_TIME = timedelta(minutes=HIERARCH_LOGIN["COOLOFF_MINUTES"])
+AXES_LOCKOUT_PARAMETERS = "governance.lockout.lockout_parameters"
+AXES_LOCKOUT_CALLABLE = "governance.views.locked_out"
+AXES_CLIENT_IP_CALLABLE = "governance.lockout.client_ip"
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+# A successful sign-in does not clear the client's failures: with it, a guesser who has an
+# account of their own could sign into it between guesses to start counting again.
+AXES_RESET_ON_SUCCESS = False
+AXES_VERBOSE = False  # no banner at every start; failures and lockouts are still logged
+# --- end of the sign-in lockout's settings ---
 
 # Governance defaults, in one namespaced dict.
 HIERARCH_GOVERNANCE = {

@@ -8,6 +8,10 @@ request authenticated by a token needs no CSRF token, since no browser adds the 
 itself; DRF checks CSRF only for the session.
 
 The messages say what is wrong and what to do, never the token that was sent.
+
+Every Bearer header that does not authenticate counts as a failed sign-in of its client
+(governance/lockout.py): past HIERARCH_LOGIN["FAILURE_LIMIT"] the client is locked out, and
+every request of it with a Bearer header is answered 429 LOCKED_OUT until the cool-off ends.
 """
 
 from __future__ import annotations
@@ -18,9 +22,17 @@ from typing import Any
 from django.urls import reverse
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import APIException, AuthenticationFailed
 from rest_framework.request import Request
 
+from governance.lockout import (
+    LOCKED_OUT,
+    axes_request,
+    bearer_failure_record,
+    client_locked_out,
+    lockout_message,
+    retry_after,
+)
 from governance.models import ApiToken
 from governance.tokens import TOKEN_PATTERN, api_token_find, api_token_touch
 
@@ -36,6 +48,17 @@ def _where() -> str:
     return reverse("account:tokens")
 
 
+class ClientLockedOut(APIException):
+    """429 LOCKED_OUT: too many failed sign-ins or bad tokens from this client."""
+
+    status_code = 429
+    default_code = LOCKED_OUT.lower()
+
+    def __init__(self, detail: str, wait: int) -> None:
+        super().__init__(detail)
+        self.wait = wait  # DRF's handler turns it into Retry-After
+
+
 class BearerTokenAuthentication(BaseAuthentication):
     """The user of a valid, unrevoked, unexpired API token (`request.auth` is the ApiToken)."""
 
@@ -43,6 +66,17 @@ class BearerTokenAuthentication(BaseAuthentication):
         scheme, _, credentials = get_authorization_header(request).partition(b" ")
         if scheme.lower() != KEYWORD:
             return None  # no header, or another scheme: the session decides
+        probe = axes_request(request)
+        if client_locked_out(probe):
+            raise ClientLockedOut(lockout_message(probe), retry_after(probe))
+        try:
+            return self._token_user(credentials)
+        except AuthenticationFailed:
+            if bearer_failure_record(probe, sender=type(self)):
+                raise ClientLockedOut(lockout_message(probe), retry_after(probe)) from None
+            raise
+
+    def _token_user(self, credentials: bytes) -> tuple[Any, ApiToken]:
         # Latin-1 reads any bytes; a token is ASCII, so the pattern below refuses the rest.
         plaintext = credentials.decode("latin-1").strip()
         if not plaintext:

@@ -94,6 +94,8 @@ class AuditAction(models.TextChoices):
     SECRET_ROTATED = "secret.rotated"  # noqa: S105
     API_TOKEN_CREATED = "api_token.created", "API token created"  # noqa: S105
     API_TOKEN_REVOKED = "api_token.revoked", "API token revoked"  # noqa: S105
+    # The signed record that follows a chain's records from before keyed hashes.
+    AUDIT_KEYED = "audit.keyed", "Audit chain keyed"
 
 
 class ApiToken(models.Model):
@@ -167,9 +169,10 @@ class AuditRecordQuerySet(models.QuerySet):
 class AuditRecord(models.Model):
     """One append-only entry of a workspace's audit log (who, what, when, before/after).
 
-    `hash` is the SHA-256 of the record's canonical JSON, which includes `prev_hash`, the hash
-    of the record before it in the same workspace (`governance/audit.py`). On PostgreSQL a
-    trigger refuses UPDATE and DELETE of these rows."""
+    `hash` is the HMAC-SHA256, under the key `key_id` names, of the record's canonical JSON,
+    which includes `prev_hash`, the hash of the record before it in the same workspace
+    (`governance/audit.py`); a record from before keyed hashes has no `key_id` and a plain
+    SHA-256. On PostgreSQL triggers refuse UPDATE, DELETE and TRUNCATE of these rows."""
 
     workspace = models.ForeignKey(
         "entities.Workspace", on_delete=models.PROTECT, related_name="audit_records"
@@ -195,6 +198,9 @@ class AuditRecord(models.Model):
     after = models.JSONField(null=True, blank=True)
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
+    # The fingerprint of the key that signed the record (never the key); empty: a plain
+    # SHA-256 record from before keyed hashes.
+    key_id = models.CharField(max_length=16, blank=True, default="")
 
     objects = AuditRecordQuerySet.as_manager()
 

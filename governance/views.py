@@ -1,4 +1,5 @@
-"""The account pages: the user's API tokens, making one, revoking one.
+"""The account pages: the user's API tokens, making one, revoking one; and the answer to a
+client locked out after too many failed sign-ins.
 
 Only the user's own tokens are listed or revoked (anyone else's is a 404). A new token's
 plaintext is in the one answer to the form that made it, never in a page fetched later, and
@@ -7,17 +8,21 @@ the pages are not cached: the answer that holds it must not be kept anywhere.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
+from config.api_contract import error_body
 from governance.forms import TokenCreateForm
+from governance.lockout import LOCKED_OUT, lockout_message, retry_after
 from governance.models import ApiToken
 from governance.tokens import api_token_create, api_token_get, api_token_revoke, api_tokens_of
 
@@ -78,3 +83,23 @@ def token_revoke(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if not request.htmx:
         return redirect("account:tokens")
     return render(request, f"{PAGE}#token-rows", _context(request))
+
+
+def locked_out(
+    request: HttpRequest, original_response: HttpResponse | None = None, credentials: Any = None
+) -> HttpResponse:
+    """AXES_LOCKOUT_CALLABLE: what a locked-out client gets, 429 with Retry-After."""
+    wait = retry_after(request)
+    if request.path.startswith("/api/"):
+        response: HttpResponse = JsonResponse(
+            error_body(LOCKED_OUT, lockout_message(request)), status=429
+        )
+    else:
+        context = {
+            "minutes": max(1, math.ceil(wait / 60)),
+            "failure_limit": settings.AXES_FAILURE_LIMIT,
+        }
+        response = render(request, "governance/locked_out.html", context, status=429)
+    if wait:
+        response["Retry-After"] = str(wait)
+    return response

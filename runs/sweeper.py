@@ -76,10 +76,11 @@ def _sweep_forever(interval: float) -> None:
     import time
 
     from governance.alerts import evaluate_alerts
+    from governance.audit import audit_heads_export
     from runs.webhooks import webhook_sweep
 
     never = threading.Event()
-    alerts_due = 0.0
+    alerts_due = heads_due = 0.0
     while True:
         try:
             sweep()
@@ -87,6 +88,10 @@ def _sweep_forever(interval: float) -> None:
             if time.monotonic() >= alerts_due:  # the inline executor has no beat
                 alerts_due = time.monotonic() + settings.HIERARCH_ALERTS_SECONDS
                 evaluate_alerts()
+            export_every = settings.HIERARCH_AUDIT["EXPORT_SECONDS"]
+            if export_every > 0 and time.monotonic() >= heads_due:
+                heads_due = time.monotonic() + export_every
+                audit_heads_export()  # chain heads to keep outside the database
         except Exception:
             log.exception("sweeping runs failed")
         finally:

@@ -1,12 +1,14 @@
-"""The tamper-evident audit log (governance/audit.py): what is recorded, the hash chain,
-`verify_audit` finding an edited, deleted or reordered record, the append-only trigger on
-PostgreSQL, one chain under concurrent writers, and the read-only admin.
+"""The tamper-evident audit log (governance/audit.py): what is recorded, the keyed hash
+chain, `verify_audit` finding an edited, deleted, reordered or forged record and a kept head
+that is gone, the export of heads, the append-only and no-truncate triggers on PostgreSQL, one
+chain under concurrent writers, and the read-only admin.
 
 alice designs in Acme, bob views Acme, charlie designs in Globex.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -16,6 +18,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
 from django.urls import reverse
+from django.utils import timezone
 
 from entities.definition import DefinitionInvalid
 from entities.models import EntityVersion, Membership
@@ -26,7 +29,17 @@ from entities.services import (
     entity_save,
     entity_set_status,
 )
-from governance.audit import GENESIS, audit_record, audit_verify, digest, record_hash
+from governance.audit import (
+    GENESIS,
+    audit_heads_export,
+    audit_keys,
+    audit_legacy_chains_seal,
+    audit_record,
+    audit_verify,
+    digest,
+    kept_heads_read,
+    record_hash,
+)
 from governance.models import AuditChain, AuditRecord
 from governance.permissions import membership_grant, membership_revoke
 from runs.services import RunRefused, run_cancel, run_start
@@ -347,7 +360,13 @@ def test_verify_audit_reports_an_intact_chain_with_its_count(acme, globex):
     written = chain_of(acme, 3)
 
     assert verify("acme") == f"acme: intact, 3 records, head {written[-1].hash}\n"
-    assert verify("globex") == "globex: intact, 0 records, head -\n"
+
+
+def test_verify_audit_with_no_records_says_an_empty_log_cannot_be_told_from_a_wiped_one(globex):
+    assert verify("globex") == (
+        "globex: no records; an empty log cannot be told from a wiped one without a head "
+        "kept outside the database (--heads-file)\n"
+    )
 
 
 def test_verify_audit_checks_every_workspace_without_one_named(acme, globex):
@@ -453,6 +472,337 @@ def test_an_audit_made_through_the_services_verifies(acme, alice):
 
     assert audit_verify(workspace=acme).intact
     assert "acme: intact" in verify("acme")
+
+
+# The key: a chain rewritten without it does not verify
+
+
+OTHER_KEY = "another-key-the-forger-made-up-" + "z" * 16
+
+
+def rewrite(workspace, sign, through: int | None = None) -> None:
+    """Rewrite the workspace's chain (up to seq `through`, else all of it) through SQL, each
+    record's `after` changed and every hash recomputed in order by `sign` (a record -> its
+    hash), the chain head moved along: a forgery as someone with SQL access but without the
+    key would make it."""
+    previous = GENESIS
+    with tampering() as cursor:
+        for record in records(workspace)[:through]:
+            record.after, record.prev_hash = {"forged": record.seq}, previous
+            record.hash = sign(record)
+            cursor.execute(
+                "UPDATE governance_auditrecord SET after = %s, prev_hash = %s, hash = %s, "
+                "key_id = %s WHERE id = %s",
+                [json.dumps(record.after), record.prev_hash, record.hash, record.key_id, record.pk],
+            )
+            previous = record.hash
+        if through is not None:
+            return
+        cursor.execute(
+            "UPDATE governance_auditchain SET last_hash = %s WHERE workspace_id = %s",
+            [previous, workspace.pk],
+        )
+
+
+def plain_sha256(record) -> str:
+    record.key_id = ""
+    return record_hash(record)
+
+
+def test_new_records_are_signed_with_the_newest_key_not_plain_sha256(acme):
+    record = chain_of(acme, 1)[0]
+
+    assert record.key_id == audit_keys()[0].id
+    record.key_id = ""
+    assert record_hash(record) != record.hash
+
+
+def test_a_chain_forged_with_recomputed_plain_sha256_hashes_fails_verification(acme):
+    chain_of(acme, 3)
+
+    rewrite(acme, plain_sha256)
+
+    result = audit_verify(workspace=acme)
+    assert not result.intact
+    assert "seq 3: unsigned: the chain ends in a record with a plain SHA-256 hash" in broken("acme")
+
+
+def test_a_chain_forged_with_hmac_under_another_key_fails_verification(acme, settings):
+    chain_of(acme, 3)
+    real_key = audit_keys()[0].id
+    settings.HIERARCH_AUDIT = {**settings.HIERARCH_AUDIT, "KEYS": [OTHER_KEY]}
+    forger_key = audit_keys()[0].id
+
+    def under_the_other_key_named_as_the_real_one(record):
+        record.key_id = forger_key
+        forged = record_hash(record)
+        record.key_id = real_key
+        return forged
+
+    rewrite(acme, under_the_other_key_named_as_the_real_one)
+    settings.HIERARCH_AUDIT = {**settings.HIERARCH_AUDIT, "KEYS": []}
+
+    assert "seq 1: edited: its contents do not match its hash" in broken("acme")
+
+
+def test_a_record_signed_with_a_key_that_is_not_configured_fails_naming_its_key(acme, settings):
+    chain_of(acme, 2)
+    settings.HIERARCH_AUDIT = {**settings.HIERARCH_AUDIT, "KEYS": [OTHER_KEY]}
+    forger_key = audit_keys()[0].id
+
+    def under_the_other_key(record):
+        record.key_id = forger_key
+        return record_hash(record)
+
+    rewrite(acme, under_the_other_key)
+    settings.HIERARCH_AUDIT = {**settings.HIERARCH_AUDIT, "KEYS": []}
+
+    message = broken("acme")
+    assert f"seq 1: signed with a key that is not configured (key id {forger_key})" in message
+
+
+def test_records_signed_with_an_older_key_still_verify_after_a_new_key_is_put_first(acme, settings):
+    first = "the-first-configured-audit-key-" + "a" * 16
+    second = "the-second-configured-audit-key-" + "b" * 16
+    settings.HIERARCH_AUDIT = {**settings.HIERARCH_AUDIT, "KEYS": [first]}
+    older = chain_of(acme, 2)
+    settings.HIERARCH_AUDIT = {**settings.HIERARCH_AUDIT, "KEYS": [second, first]}
+    newer = audit_record(workspace=acme, action="entity.created")
+
+    assert newer.key_id != older[0].key_id
+    assert audit_verify(workspace=acme).intact
+    settings.HIERARCH_AUDIT = {**settings.HIERARCH_AUDIT, "KEYS": [second]}
+    assert "signed with a key that is not configured" in str(audit_verify(workspace=acme).broken)
+
+
+def test_the_derived_key_of_a_previous_secret_key_still_verifies(acme, settings):
+    chain_of(acme, 2)
+    settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
+    settings.SECRET_KEY = "a-new-secret-key-" + "n" * 40
+
+    assert audit_verify(workspace=acme).intact
+
+
+def plain_chain(workspace, count: int) -> None:
+    """Records as written before keyed hashes: no key id, plain SHA-256."""
+    previous = GENESIS
+    for n in range(1, count + 1):
+        record = AuditRecord(
+            workspace=workspace,
+            seq=n,
+            created_at=timezone.now(),
+            action="entity.updated",
+            after={"n": n},
+            prev_hash=previous,
+        )
+        record.hash = record_hash(record)
+        record.save()
+        previous = record.hash
+    AuditChain.objects.create(workspace=workspace, last_seq=count, last_hash=previous)
+
+
+def test_records_from_before_keyed_hashes_verify_once_their_chain_is_sealed(acme, globex):
+    plain_chain(acme, 3)
+    chain_of(globex, 1)
+
+    assert audit_legacy_chains_seal() == 1
+
+    seal = records(acme)[-1]
+    assert (seal.seq, seal.action, seal.key_id) == (4, "audit.keyed", audit_keys()[0].id)
+    assert seal.after == {"unsigned_records": 3}
+    assert audit_verify(workspace=acme).intact
+    assert audit_verify(workspace=globex).count == 1  # a signed chain is not sealed again
+    assert audit_legacy_chains_seal() == 0
+
+
+def test_a_sealed_chain_whose_plain_records_were_rewritten_fails_verification(acme):
+    plain_chain(acme, 3)
+    audit_legacy_chains_seal()
+    seal = records(acme)[-1]
+
+    rewrite(acme, plain_sha256, through=3)
+
+    assert records(acme)[-1].hash == seal.hash
+    assert "seq 4: edited or replaced: its link to seq 3 does not match" in broken("acme")
+
+
+def test_an_unsigned_record_after_signed_ones_fails_verification(acme):
+    chain_of(acme, 2)
+    head = AuditChain.objects.get(workspace=acme)
+    record = AuditRecord(
+        workspace=acme,
+        seq=3,
+        created_at=timezone.now(),
+        action="entity.deleted",
+        prev_hash=head.last_hash,
+    )
+    record.hash = record_hash(record)
+    record.save()
+    AuditChain.objects.filter(workspace=acme).update(last_seq=3, last_hash=record.hash)
+
+    assert "seq 3: unsigned: a record with a plain SHA-256 hash" in broken("acme")
+
+
+# TRUNCATE
+
+
+@postgresql_only("the no-truncate trigger is PostgreSQL's; SQLite has no TRUNCATE")
+@pytest.mark.parametrize("table", ["governance_auditrecord", "governance_auditchain"])
+def test_postgresql_refuses_to_truncate_the_audit_log(acme, table):
+    chain_of(acme, 2)
+
+    refused = pytest.raises(DatabaseError, match=f"the audit log cannot be truncated.*{table}")
+    with refused, transaction.atomic(), connection.cursor() as cursor:
+        # The test process's sessions may truncate (for Django's flush): not this one.
+        cursor.execute("SET LOCAL hierarch.audit_truncate = ''")
+        # TRUNCATE waits for no deferred foreign-key check of the test's transaction.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute(f"TRUNCATE {table} CASCADE")
+
+    assert audit_verify(workspace=acme).count == 2
+
+
+# Heads kept outside the database
+
+
+def export_heads(slug: str | None = None) -> str:
+    out = StringIO()
+    call_command("export_audit_head", workspace=slug, stdout=out)
+    return out.getvalue()
+
+
+def verify_against(slug: str | None, *heads_files, heads=()) -> str:
+    out = StringIO()
+    call_command(
+        "verify_audit",
+        workspace=slug,
+        heads_file=[str(path) for path in heads_files],
+        head=list(heads),
+        stdout=out,
+    )
+    return out.getvalue()
+
+
+def wipe(workspace, from_seq: int = 1) -> None:
+    """Delete the newest records from `from_seq` on behind the triggers, and move the chain
+    head back to match (or delete it, when every record goes): what verifies without a kept
+    head."""
+    with tampering() as cursor:
+        cursor.execute(
+            "DELETE FROM governance_auditrecord WHERE workspace_id = %s AND seq >= %s",
+            [workspace.pk, from_seq],
+        )
+        if from_seq == 1:
+            cursor.execute(
+                "DELETE FROM governance_auditchain WHERE workspace_id = %s", [workspace.pk]
+            )
+        else:
+            last = records(workspace)[-1]
+            cursor.execute(
+                "UPDATE governance_auditchain SET last_seq = %s, last_hash = %s "
+                "WHERE workspace_id = %s",
+                [last.seq, last.hash, workspace.pk],
+            )
+
+
+def test_a_wiped_log_verifies_alone_but_fails_against_a_kept_head(acme, tmp_path):
+    written = chain_of(acme, 3)
+    kept = tmp_path / "heads.jsonl"
+    kept.write_text(export_heads())
+
+    wipe(acme)
+
+    assert verify("acme").startswith("acme: no records")
+    with pytest.raises(CommandError) as failure:
+        verify_against("acme", kept)
+    assert failure.value.returncode == 1
+    assert str(failure.value) == (
+        f"acme: the kept head seq 3 ({written[-1].hash}) is no longer in the chain: the chain "
+        "now has no records (records were deleted, or the log was wiped)"
+    )
+
+
+def test_a_log_cut_back_fails_against_a_kept_head(acme, tmp_path):
+    chain_of(acme, 5)
+    kept = tmp_path / "heads.jsonl"
+    kept.write_text(export_heads("acme"))
+
+    wipe(acme, from_seq=4)
+
+    assert "acme: intact, 3 records" in verify("acme")
+    with pytest.raises(CommandError, match="kept head seq 5 .* the chain now ends at seq 3"):
+        verify_against(None, kept)
+
+
+def test_a_kept_bare_hash_must_still_be_in_a_chain(acme):
+    written = chain_of(acme, 3)
+
+    assert "acme: intact, 3 records" in verify_against(None, heads=[written[1].hash])
+    wipe(acme, from_seq=2)
+    with pytest.raises(CommandError, match=f"the kept head {written[1].hash} is in no chain"):
+        verify_against(None, heads=[written[1].hash])
+
+
+def test_an_exported_head_file_round_trips(acme, globex, settings, tmp_path):
+    settings.HIERARCH_AUDIT = {**settings.HIERARCH_AUDIT, "HEAD_FILE": str(tmp_path / "heads")}
+    chain_of(acme, 2)
+    chain_of(globex, 1)
+
+    assert audit_heads_export(moved_only=False) == 2
+    newest = chain_of(acme, 1)[0]  # acme's chain moves on: seq 1 of a new run of records
+    assert audit_heads_export(moved_only=False) == 2
+
+    with (tmp_path / "heads").open() as lines:
+        kept = kept_heads_read(lines, source="heads")
+    assert [(head.workspace, head.seq) for head in kept] == [
+        ("acme", 2),
+        ("globex", 1),
+        ("acme", 3),
+        ("globex", 1),
+    ]
+    assert kept[2].hash == newest.hash
+    out = verify_against(None, tmp_path / "heads")
+    assert "acme: intact, 3 records" in out
+    assert "4 kept heads" not in out and "2 kept heads found in it" in out
+
+
+def test_the_periodic_export_logs_only_the_heads_that_moved(acme, globex, caplog):
+    chain_of(acme, 1)
+    chain_of(globex, 1)
+    audit_heads_export()
+    audit_record(workspace=acme, action="entity.created")
+    caplog.clear()
+
+    with caplog.at_level("INFO", logger="hierarch.audit"):
+        assert audit_heads_export() == 1
+
+    (line,) = [record.getMessage() for record in caplog.records]
+    assert line.startswith('audit head {"workspace": "acme", "seq": 2, ')
+
+
+def test_export_audit_head_refuses_to_export_a_broken_chain(acme, globex):
+    chain_of(acme, 2)
+    chain_of(globex, 1)
+    with tampering() as cursor:
+        cursor.execute(
+            "UPDATE governance_auditrecord SET object_label = 'x' WHERE workspace_id = %s",
+            [acme.pk],
+        )
+
+    out = StringIO()
+    with pytest.raises(
+        CommandError, match="acme: broken at seq 1: edited: .*; its head not exported"
+    ):
+        call_command("export_audit_head", stdout=out)
+    assert json.loads(out.getvalue())["workspace"] == "globex"
+
+
+def test_a_malformed_heads_file_is_refused_naming_its_line(acme, tmp_path):
+    kept = tmp_path / "heads"
+    kept.write_text("# heads\n\n" + "a" * 64 + "\nnot a hash\n")
+
+    with pytest.raises(CommandError, match=r"heads, line 4: not a kept head"):
+        verify_against(None, kept)
 
 
 # The admin
