@@ -26,13 +26,13 @@ from django.utils.module_loading import import_string
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.serializers import PolymorphicProxySerializerExtension
 from drf_spectacular.utils import OpenApiResponse
-from rest_framework import exceptions, pagination, parsers, serializers, status
+from rest_framework import exceptions, pagination, serializers, status
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from config.json_input import JSONInputRefused, json_input_loads
+from config.parsers import body_too_large
 
 log = logging.getLogger(__name__)
 
@@ -70,69 +70,6 @@ CODES: tuple[tuple[type[exceptions.APIException], str], ...] = (
     (exceptions.UnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE"),
     (exceptions.Throttled, "RATE_LIMITED"),
 )
-
-
-class PayloadTooLarge(exceptions.APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "the request body is too large"
-    default_code = "payload_too_large"
-
-
-def size_text(count: int) -> str:
-    """As `entities.exchange.size_text` (not imported: this module loads before the apps)."""
-    megabytes, rest = divmod(count, 1024 * 1024)
-    return f"{megabytes} MB" if megabytes and not rest else f"{count:,} bytes"
-
-
-def body_limit() -> int:
-    """The largest body the API reads: HIERARCH_IMPORT_MAX_BYTES, or Django's own limit
-    (DATA_UPLOAD_MAX_MEMORY_SIZE) when that is lower."""
-    django_limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    limit = settings.HIERARCH_IMPORT_MAX_BYTES
-    return min(limit, django_limit) if django_limit is not None else limit
-
-
-def body_too_large(length: int | None = None) -> PayloadTooLarge:
-    limit = body_limit()
-    size = f"is {size_text(length)}" if length is not None else "is over the limit"
-    return PayloadTooLarge(f"the request body {size}; the API takes up to {size_text(limit)}")
-
-
-def refuse_large_body(meta: Mapping[str, Any]) -> None:
-    """A body whose Content-Length is over HIERARCH_IMPORT_MAX_BYTES, refused before it is
-    read."""
-    raw = meta.get("CONTENT_LENGTH") or "0"
-    length = int(raw) if raw.isascii() and raw.isdecimal() else 0
-    if length > body_limit():
-        raise body_too_large(length)
-
-
-class JSONBodyParser(parsers.JSONParser):
-    """REST_FRAMEWORK's one parser: every request body of the API is read here, once, and
-    refused before any view sees it when it is over HIERARCH_IMPORT_MAX_BYTES (413, counted
-    as read: a body without Content-Length too), not UTF-8 or not JSON (400 MALFORMED_JSON),
-    or JSON the product does not take (400 VALIDATION_ERROR naming where: nested deeper than
-    HIERARCH_JSON_MAX_DEPTH, NUL or lone surrogates in a string or key, an infinite number;
-    see config/json_input.py)."""
-
-    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
-        request = (parser_context or {}).get("request")
-        if request is not None:
-            refuse_large_body(request.META)
-        limit = body_limit()
-        raw = stream.read(limit + 1) if stream is not None else b""
-        if len(raw) > limit:
-            raise body_too_large()
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise exceptions.ParseError(f"JSON parse error - not UTF-8: {exc}") from None
-        try:
-            return json_input_loads(text)
-        except JSONInputRefused as refused:
-            raise exceptions.ValidationError(refused.problems) from None
-        except ValueError as exc:
-            raise exceptions.ParseError(f"JSON parse error - {exc}") from None
 
 
 # Session authentication alone offers no challenge, so DRF would answer an anonymous request

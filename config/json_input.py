@@ -1,5 +1,5 @@
 """JSON the product takes from people and clients, checked once before it goes anywhere: the
-API's request bodies (`config.api_contract.JSONBodyParser`), the JSON fields of the admin and
+API's request bodies (`config.parsers.JSONBodyParser`), the JSON fields of the admin and
 console forms, and entity definitions wherever they are validated.
 
 Refused, with where it is named (`input_data.address[2].city`):

@@ -368,7 +368,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["config.api_contract.JSONBodyParser"],
+    "DEFAULT_PARSER_CLASSES": ["config.parsers.JSONBodyParser"],
     "DEFAULT_PAGINATION_CLASS": "config.api_contract.PageNumberPagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_CLASSES": [
