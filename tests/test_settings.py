@@ -80,3 +80,22 @@ def test_commands_beside_make_run_use_the_key_it_keeps(tmp_path):
     explicit = "from-the-environment-" + "e" * 40  # an explicit SECRET_KEY still wins
     result = secret_key_with(HIERARCH_VAR_DIR=str(tmp_path), SECRET_KEY=explicit)
     assert result.stdout.strip() == explicit, result.stderr
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        "[settings.AXES_LOCKOUT_CALLABLE]",
+        "[settings.AXES_CLIENT_IP_CALLABLE]",
+        "[settings.AXES_LOCKOUT_PARAMETERS]",
+        "settings.REST_FRAMEWORK['DEFAULT_PARSER_CLASSES']",
+    ],
+)
+def test_every_setting_that_names_a_callable_imports_first_in_a_new_process(names):
+    # Such a name is imported by whichever module asks first; an import circle (a parser class
+    # in a module that imports DRF's views) shows only when it is the first, in a new process.
+    found = settings_printed(
+        f"[import_string(name) for name in {names}]",
+        preamble="from django.utils.module_loading import import_string",
+    )
+    assert found.returncode == 0, found.stderr[-800:]
