@@ -32,6 +32,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 from typing import NamedTuple
 
 import phonenumbers
@@ -100,6 +101,24 @@ def find_pii(text: str, *, region: str = DEFAULT_REGION) -> list[PiiSpan]:
         raise ValueError(
             f"unknown phone region {region!r}; use an ISO 3166 country code such as US or GB"
         )
+    if len(text) <= _REMEMBERED_LENGTH:
+        return list(_found_remembered(str(text), region))
+    return _found(text, region)
+
+
+# pii_handling applies to every copy a store writes, and one value has several (a model's
+# answer is in its call's record, the step's record, the event and the run's state): the
+# spans of the last texts scanned are kept, for texts short enough that keeping them costs
+# little (at most 1,024 texts of 8 KB).
+_REMEMBERED_LENGTH = 8 * 1024
+
+
+@lru_cache(maxsize=1024)
+def _found_remembered(text: str, region: str) -> tuple[PiiSpan, ...]:
+    return tuple(_found(text, region))
+
+
+def _found(text: str, region: str) -> list[PiiSpan]:
     # Most texts the engine scans (roles, prompts, short values) hold few digits or none:
     # every detector but the e-mail one needs some, so one count rules most of them out.
     digits = _digit_count(text)
