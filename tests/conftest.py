@@ -169,9 +169,7 @@ def pytest_runtest_makereport(item, call):
     skipped test fails: a test that silently does not run proves nothing."""
     report = yield
     if _no_skips() and report.skipped and not hasattr(report, "wasxfail"):
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
-        report.outcome = "failed"
-        report.longrepr = f"skipped where nothing may be (HIERARCH_TESTS_NO_SKIP=1): {reason}"
+        _fail_the_skip(report)
     return report
 
 
@@ -179,7 +177,12 @@ def pytest_runtest_makereport(item, call):
 def pytest_make_collect_report(collector):
     report = yield
     if _no_skips() and report.skipped:
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
-        report.outcome = "failed"
-        report.longrepr = f"skipped where nothing may be (HIERARCH_TESTS_NO_SKIP=1): {reason}"
+        _fail_the_skip(report)
     return report
+
+
+def _fail_the_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    report.outcome = "failed"
+    report.longrepr = f"skipped where nothing may be (HIERARCH_TESTS_NO_SKIP=1): {reason}"
