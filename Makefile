@@ -47,7 +47,7 @@ install-dev: $(DEV_STAMP)
 
 # Installing: wheels only where PyPI has them (--prefer-binary: nothing is compiled), with
 # pip's progress shown; uv does the same several times faster and is used when it is on PATH.
-PIP_INSTALL = $(if $(shell command -v uv),uv pip install --python $(BIN)/python,$(BIN)/pip install --disable-pip-version-check) --prefer-binary
+PIP_INSTALL = $(if $(shell command -v uv),uv pip install --python $(BIN)/python,$(BIN)/pip install --disable-pip-version-check --prefer-binary)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
