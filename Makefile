@@ -26,7 +26,9 @@ run: $(BASE_STAMP) var/secret_key
 	@$(RUN_ENV) $(BIN)/python manage.py migrate --noinput -v0
 	@$(RUN_ENV) $(BIN)/python manage.py collectstatic --noinput -v0
 	@$(RUN_ENV) $(BIN)/python manage.py setup_demo
-	@echo "Hierarch console: http://$(HOST):$(PORT)/admin/  (Ctrl-C stops it)"
+	@# manage.py commands beside the server read its address here (HIERARCH_BASE_URL).
+	@$(RUN_ENV) printenv HIERARCH_BASE_URL > var/base_url
+	@echo "Hierarch console: $$(cat var/base_url)/admin/  (Ctrl-C stops it)"
 	@$(RUN_ENV) exec $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
 test: $(DEV_STAMP)
@@ -43,16 +45,22 @@ format: $(DEV_STAMP)
 install: $(BASE_STAMP)
 install-dev: $(DEV_STAMP)
 
+# Installing: wheels only where PyPI has them (--prefer-binary: nothing is compiled), with
+# pip's progress shown; uv does the same several times faster and is used when it is on PATH.
+PIP_INSTALL = $(if $(shell command -v uv),uv pip install --python $(BIN)/python,$(BIN)/pip install --disable-pip-version-check --prefer-binary)
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(BASE_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --disable-pip-version-check -q -e .
+	@echo "Installing Hierarch's dependencies into $(VENV) (once, and again when pyproject.toml changes; about 2 minutes)..."
+	$(PIP_INSTALL) -e .
 	rm -f $(VENV)/.base-*
 	touch $@
 
 $(DEV_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --disable-pip-version-check -q -e ".[dev]"
+	@echo "Installing Hierarch's dependencies and test tools into $(VENV) (once, and again when pyproject.toml changes; about 3 minutes)..."
+	$(PIP_INSTALL) -e ".[dev]"
 	rm -f $(VENV)/.base-* $(VENV)/.dev-*
 	touch $(BASE_STAMP) $@
 

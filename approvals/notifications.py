@@ -18,6 +18,7 @@ from django.core.mail import send_mail
 from django.db import close_old_connections, connections
 
 from approvals.models import Approval, ApprovalStatus
+from runs import background
 
 log = logging.getLogger(__name__)
 
@@ -110,4 +111,4 @@ def send_in_background(approval_id: int) -> None:
     with _pool_lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hierarch-notify")
-    _pool.submit(_notify_in_thread, approval_id)
+    background.submit(_pool, _notify_in_thread, approval_id)

@@ -273,7 +273,13 @@ HIERARCH_ALERTS_SECONDS = env_int("HIERARCH_ALERTS_SECONDS", 60)
 HIERARCH_HITL = {
     "TIMER_SECONDS": env_float("HIERARCH_HITL_TIMER_SECONDS", 1.0),
 }
-HIERARCH_BASE_URL = env_str("HIERARCH_BASE_URL") or "http://127.0.0.1:8000"
+# The console's address, else the one `make run` keeps in var/base_url (its HOST and PORT), so
+# the links `manage.py` commands beside it print lead to its server, whatever its port.
+HIERARCH_BASE_URL = env_str("HIERARCH_BASE_URL")
+_BASE_URL_FILE = VAR_DIR / "base_url"
+if not HIERARCH_BASE_URL and _BASE_URL_FILE.is_file():
+    HIERARCH_BASE_URL = _BASE_URL_FILE.read_text().strip()
+HIERARCH_BASE_URL = HIERARCH_BASE_URL or "http://127.0.0.1:8000"
 
 CELERY_BEAT_SCHEDULE = {
     "evaluate-alerts": {

@@ -20,6 +20,8 @@ from django.db import close_old_connections, connections, transaction
 from django.db.backends.signals import connection_created
 from psycopg.pq import TransactionStatus
 
+from runs import background
+
 log = logging.getLogger(__name__)
 
 # A delayed hint is sent only for a wait this short; a longer one is the sweeper's, which finds
@@ -125,7 +127,7 @@ def _advance_inline(run_id: str) -> None:
 
 
 def _submit_inline(run_id: str) -> None:
-    _inline_pool().submit(_advance_inline, run_id)
+    background.submit(_inline_pool(), _advance_inline, run_id)
 
 
 def enqueue(run_id: str) -> None:
@@ -156,9 +158,4 @@ def enqueue_at(run_id: str, delay_s: float) -> None:
         advance_run.apply_async_on_commit((run_id,), countdown=countdown)
         return
 
-    def start_timer() -> None:
-        timer = threading.Timer(countdown, _submit_inline, args=(run_id,))
-        timer.daemon = True  # a pending hint must not keep the server from exiting
-        timer.start()
-
-    transaction.on_commit(start_timer)
+    transaction.on_commit(lambda: background.later(countdown, _submit_inline, run_id))

@@ -31,7 +31,6 @@ import json
 import logging
 import secrets
 import socket
-import threading
 import time
 import uuid
 from datetime import timedelta
@@ -43,6 +42,7 @@ from django.db import IntegrityError, close_old_connections, connections, transa
 from django.db.models import Q
 from django.utils import timezone
 
+from runs import background
 from runs.models import Run, WebhookDelivery, WebhookStatus
 from tools.addresses import is_public_address
 
@@ -177,12 +177,7 @@ def _hint(delivery_pk: int, delay_s: float) -> None:
             deliver_webhook.delay_on_commit(delivery_pk)
         return
 
-    def start() -> None:
-        timer = threading.Timer(delay_s, _deliver_in_thread, args=(delivery_pk,))
-        timer.daemon = True
-        timer.start()
-
-    transaction.on_commit(start)
+    transaction.on_commit(lambda: background.later(delay_s, _deliver_in_thread, delivery_pk))
 
 
 def _deliver_in_thread(delivery_pk: int) -> None:

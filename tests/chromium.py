@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,8 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 @contextlib.contextmanager
 def browser_context(base_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """A browser context on `base_url` with a 15 s default timeout; skips the test when
-    Chromium is missing (fails it in CI, which must run the browser tests)."""
+    Chromium is missing (CI's run on every service fails a skip: tests/conftest.py)."""
     if not CHROMIUM.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing; CI must run the browser tests")
         pytest.skip("Chromium is not installed: apt-get install chromium")
     # Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
     # between browser steps are still synchronous and safe.

@@ -17,8 +17,8 @@ from tests.marks import postgresql_only
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     postgresql_only(
-        "the tests' SQLite database is in memory, and Django never closes a connection "
-        "to one (it would be gone): what is kept and what is closed shows on PostgreSQL (CI)",
+        "a kept connection is told from a new one by its server process "
+        "(pg_backend_pid): PostgreSQL (DATABASE_URL)",
     ),
 ]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import uuid
@@ -33,11 +32,9 @@ HOUR_END = 1_736_946_000.0
 
 
 def require_redis() -> str:
-    """REDIS_URL, or a skip without it (a failure in CI, where Redis is always there)."""
+    """REDIS_URL, or a skip without it (CI's run with Redis fails a skip: tests/conftest.py)."""
     url = settings.REDIS_URL
     if not url:
-        if os.environ.get("CI"):
-            pytest.fail("needs Redis: set REDIS_URL", pytrace=False)
         pytest.skip("needs Redis: set REDIS_URL")
     return url
 

@@ -1,4 +1,11 @@
-"""python manage.py run_entity NAME --workspace SLUG --input JSON [--wait] [--user NAME]"""
+"""python manage.py run_entity NAME --workspace SLUG --input JSON [--wait] [--user NAME]
+
+With the inline executor (the embedded default) this process is the run's executor: it works
+on the run, with or without --wait, until the run ends or waits (on a person, or on a timer
+the server's sweeper keeps), and exits only once the work it handed to its threads (steps,
+notifications) is done; a server beside it (`make run`) takes the run on from there. The links
+it prints are the server's: HIERARCH_BASE_URL, which `make run` keeps in var/base_url.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from approvals.models import OPEN, Approval
 from approvals.notifications import approval_link
 from entities.models import Entity, Workspace
+from runs import background
 from runs.models import TERMINAL, Run
 from runs.selectors import run_document, trace_tree
 from runs.services import RunRefused, run_start
@@ -28,7 +36,13 @@ class Command(BaseCommand):
         parser.add_argument("--workspace", required=True, help="workspace slug")
         parser.add_argument("--input", default="{}", help="the run input, a JSON object")
         parser.add_argument("--wait", action="store_true", help="wait for the run to end")
-        parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait")
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=300.0,
+            help="seconds to wait for the run (and, without --wait, for this process's part "
+            "of it; the server goes on with the rest)",
+        )
         parser.add_argument(
             "--user",
             default=None,
@@ -71,10 +85,27 @@ class Command(BaseCommand):
             run = run_start(entity=entity, input_data=input_data, user=starter)
         except RunRefused as exc:
             raise CommandError(f"{exc.code}: {exc}") from None
+        deadline = time.monotonic() + timeout
+        try:
+            self._report(run, wait=wait, timeout=timeout, deadline=deadline)
+        finally:
+            self._let_the_work_settle(run, deadline)
+
+    def _let_the_work_settle(self, run: Run, deadline: float) -> None:
+        """Exit only once this process's threads are done with the run: a thread pool given
+        work while the interpreter exits refuses it with a traceback, and the work is lost."""
+        if background.settle(max(deadline - time.monotonic(), 0.0)):
+            return
+        background.quiesce(timeout=60.0)  # the steps under way end; no new one starts here
+        self.stderr.write(
+            f"run {run.pk} goes on in the server: this command stopped working on it at its "
+            "--timeout"
+        )
+
+    def _report(self, run: Run, *, wait: bool, timeout: float, deadline: float) -> None:
         if not wait:
             self.stdout.write(json.dumps({"run_id": str(run.pk), "status": run.status}))
             return
-        deadline = time.monotonic() + timeout
         waiting = None
         while time.monotonic() < deadline:
             run.refresh_from_db()
