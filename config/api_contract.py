@@ -322,7 +322,8 @@ ERROR_WHEN = {
     "that cannot move to that status); IDEMPOTENCY_CONFLICT: the Idempotency-Key was used "
     "with another request",
     415: "UNSUPPORTED_MEDIA_TYPE: send application/json",
-    429: "RATE_LIMITED: retryable, wait `backoffSec` seconds",
+    429: "RATE_LIMITED: retryable, wait `backoffSec` seconds; LOCKED_OUT: too many failed "
+    "sign-ins or unknown tokens from this client (or for this user), wait `Retry-After` seconds",
 }
 
 
