@@ -18,9 +18,9 @@ from tests.reliability.processes import (
     LEASE_SECONDS,
     SWEEP_SECONDS,
     Processes,
-    database_url,
     require_real_services,
 )
+from tests.support.database import database_url
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -14,11 +14,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from runs.models import TERMINAL, Run
 
@@ -38,17 +36,6 @@ def require_real_services() -> None:
     if postgres and broker:
         return
     pytest.skip(NEEDS)
-
-
-def database_url() -> str:
-    """The URL of the database this test uses (pytest-django's `test_<name>`)."""
-    db = connection.settings_dict
-    credentials = quote(db["USER"] or "", safe="")
-    if db["PASSWORD"]:
-        credentials += ":" + quote(db["PASSWORD"], safe="")
-    host = db["HOST"] or "127.0.0.1"
-    port = f":{db['PORT']}" if db["PORT"] else ""
-    return f"postgres://{credentials}@{host}{port}/{quote(db['NAME'], safe='')}"
 
 
 def free_port() -> int:

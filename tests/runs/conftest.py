@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import UserFactory, grant
 from tests.fakes.openai_server import FakeOpenAIServer
 
 
@@ -13,3 +14,9 @@ def openai_server():
     server = FakeOpenAIServer().start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def olive(acme):
+    """Olive operates in Acme: she starts runs."""
+    return grant(UserFactory(username="olive"), acme, "operator")

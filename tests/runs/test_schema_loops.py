@@ -4,7 +4,6 @@ execute, in the run start form and for an approval's edit, never a 500."""
 
 from __future__ import annotations
 
-import pytest
 from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -14,7 +13,8 @@ from entities.models import Entity, EntityVersion
 from runs.models import Run
 from runs.store import latest_version
 from tests.api.factories import approval_for
-from tests.factories import EntityFactory, UserFactory, definition, grant, paused_run
+from tests.factories import EntityFactory, definition, paused_run
+from tests.support.clients import signed_in
 
 LOOP = "refers back to itself without reading any of the value (an endless loop)"
 LOOPING = {
@@ -22,17 +22,6 @@ LOOPING = {
     "type": "object",
     "properties": {"x": {"$ref": "#/$defs/a"}},
 }
-
-
-@pytest.fixture
-def olive(acme):
-    return grant(UserFactory(username="olive"), acme, "operator")
-
-
-def signed_in(client_class, user):
-    client = client_class()
-    client.force_login(user)
-    return client
 
 
 def test_the_entity_api_refuses_a_looping_reference_by_its_path(acme, alice):

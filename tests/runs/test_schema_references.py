@@ -20,7 +20,8 @@ from entities.services import entities_import
 from runs.models import TERMINAL, Run
 from runs.store import latest_version
 from tests.api.factories import approval_for
-from tests.factories import EntityFactory, UserFactory, definition, grant, paused_run
+from tests.factories import EntityFactory, definition, paused_run
+from tests.support.clients import signed_in
 from tests.support.counting_server import CANARY, counting_server
 
 FILE_CANARY = "file-canary-4b1d9e"
@@ -38,17 +39,6 @@ def secret_file(tmp_path) -> str:
     path = tmp_path / "secret.json"
     path.write_text(json.dumps({"type": "string", "const": FILE_CANARY}))
     return path.as_uri()
-
-
-@pytest.fixture
-def olive(acme):
-    return grant(UserFactory(username="olive"), acme, "operator")
-
-
-def signed_in(client_class, user):
-    client = client_class()
-    client.force_login(user)
-    return client
 
 
 def referring_input(ref: str) -> dict:

@@ -18,7 +18,8 @@ from entities.definition import DefinitionInvalid
 from entities.models import Entity
 from entities.services import entities_import, tool_upsert
 from runs.models import Run
-from tests.factories import EntityFactory, UserFactory, definition, grant, tool_definition
+from tests.factories import EntityFactory, definition, tool_definition
+from tests.support.clients import signed_in
 
 CATASTROPHIC = "^(a+)+$"
 ATTACK = "a" * 40 + "!"  # 2**40 ways for Python's `re` to split the a's before it gives up
@@ -58,17 +59,6 @@ def at_the_same_moment(*requests):
 @pytest.fixture
 def guarded(acme) -> Entity:
     return EntityFactory(workspace=acme, name="guarded", io_contract=guarded_io(CATASTROPHIC))
-
-
-@pytest.fixture
-def olive(acme):
-    return grant(UserFactory(username="olive"), acme, "operator")
-
-
-def signed_in(client_class, user):
-    client = client_class()
-    client.force_login(user)
-    return client
 
 
 @pytest.mark.django_db(transaction=True)
