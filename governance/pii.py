@@ -101,10 +101,17 @@ def find_pii(text: str, *, region: str = DEFAULT_REGION) -> list[PiiSpan]:
         raise ValueError(
             f"unknown phone region {region!r}; use an ISO 3166 country code such as US or GB"
         )
+    if len(text) == _UUID_LENGTH and _UUID.fullmatch(text):
+        # A run's, a step's or an approval's id: its digits are never a phone number, and
+        # redacting part of one would break every link to it.
+        return []
     if len(text) <= _REMEMBERED_LENGTH:
         return list(_found_remembered(str(text), region))
     return _found(text, region)
 
+
+_UUID_LENGTH = 36
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 # pii_handling applies to every copy a store writes, and one value has several (a model's
 # answer is in its call's record, the step's record, the event and the run's state): the
