@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from tests.reliability.processes import database_url
+from tests.support.database import database_url
 from tests.tools.test_ratelimit import require_redis
 from tools.models import RateCounter
 
