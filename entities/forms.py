@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from django import forms
+from django.forms.formsets import DELETION_FIELD_NAME
 
 from config.json_input import CheckedJSONField
 from entities.definition import Problem
@@ -142,7 +143,7 @@ def _kept(formset: Any) -> list[Any]:
         form
         for form in formset.forms
         if form.has_changed() or form.instance.pk
-        if not (formset.can_delete and formset._should_delete_form(form))
+        if not (formset.can_delete and form.cleaned_data.get(DELETION_FIELD_NAME))
         if form.cleaned_data
     ]
     position = {id(form): index for index, form in enumerate(formset.forms)}
