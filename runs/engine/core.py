@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -22,13 +22,21 @@ from runs.engine.ports import (
     LIMIT_EXCEEDED,
     NOT_ACTIVE,
     PERMISSION_DENIED,
+    PII_ALLOW,
+    PII_ENCRYPT,
+    PII_REDACT,
     REJECTED,
     TIMEOUT,
     VALIDATION_ERROR,
+    Cipher,
+    Clock,
     ModelClient,
     ModelError,
     ModelReply,
     ModelRequest,
+    Screening,
+    ScreeningError,
+    SystemClock,
     ToolError,
     ToolInvocation,
     ToolResult,
@@ -402,13 +410,15 @@ class Engine:
     model: ModelClient
     tools: ToolRunner
     enqueue: Callable[[str], None]
+    # Content filters and pii_handling (governance/safety.py's SafetyScreening on the server).
+    screening: Screening
     enqueue_later: Callable[[str, float], None] = lambda run_id, delay_s: None
     max_steps_per_advance: int = 200
     hard_cap: int = 25  # passes of a loop, whatever max_iterations says
     # pii_handling ENCRYPT: `encrypt(str) -> str` and `decrypt(str) -> str` (the vault's);
     # without one, ENCRYPT stores redacted text instead, never the plain text.
-    cipher: Any = None
-    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    cipher: Cipher | None = None
+    clock: Clock = field(default_factory=SystemClock)
     # Handoff: a worker goes on itself with the first child it starts and the parent it
     # wakes (their leases taken in the same commits) instead of a hint to any worker and a
     # claim, for up to this many seconds per `advance`; then it hints the next one. 0: off.
@@ -418,7 +428,7 @@ class Engine:
     def advance(self, run_id: str) -> None:
         """Do the run's next pieces of work until it waits, pauses or ends; with handoff,
         then the same for the runs this worker took over on the way."""
-        until = self.clock() + timedelta(seconds=self.handoff_s)
+        until = self.clock.now() + timedelta(seconds=self.handoff_s)
         next_id: str | None = run_id
         while next_id is not None:
             self._handoff = None
@@ -429,7 +439,7 @@ class Engine:
                     self._pass_on(self._handoff)  # the next run goes to any worker
                 raise
             next_id, self._handoff = self._handoff, None
-            if next_id is not None and self.clock() >= until:
+            if next_id is not None and self.clock.now() >= until:
                 self._pass_on(next_id)  # time to let other runs have this worker
                 next_id = None
 
@@ -551,7 +561,7 @@ class Engine:
 
     def _start(self, run: RunView) -> bool:
         events = Events()
-        run.began_at = self.clock()
+        run.began_at = self.clock.now()
         if run.entity_status != "ACTIVE":
             self._fail(
                 run,
@@ -718,7 +728,7 @@ class Engine:
                     "WAITING",
                     run.iteration,
                     input=child_input,
-                    started_at=self.clock(),
+                    started_at=self.clock.now(),
                 )
             )
             carried = {k: run.state[k] for k in hitl.CARRIED_KEYS if k in run.state}
@@ -863,7 +873,7 @@ class Engine:
             "RUNNING",
             run.iteration,
             attempt=run.attempt,
-            started_at=self.clock(),
+            started_at=self.clock.now(),
         )
         events = Events()
         events.add("step.started", step=step["name"], type=step["type"])
@@ -979,27 +989,25 @@ class Engine:
     # -- what the logs keep (pii_handling, audit_level, observability.logging) --------------
 
     def _pii_mode(self, run: RunView) -> str:
-        mode = run.definition["governance"]["human_oversight"].get("pii_handling", "REDACT")
-        return "REDACT" if mode == "ENCRYPT" and self.cipher is None else mode
+        mode = run.definition["governance"]["human_oversight"].get("pii_handling", PII_REDACT)
+        return PII_REDACT if mode == PII_ENCRYPT and self.cipher is None else mode
 
     def _protect(self, run: RunView, value: Any) -> Any:
         mode = self._pii_mode(run)
-        if mode == "ALLOW" or value is None:
+        if mode == PII_ALLOW or value is None:
             return value
-        from governance import safety
-
-        encrypt = self.cipher.encrypt if mode == "ENCRYPT" else None
-        return safety.pii_protect(value, mode, encrypt)
+        encrypt = self.cipher.encrypt if mode == PII_ENCRYPT and self.cipher else None
+        return self.screening.pii_protect(value, mode, encrypt)
 
     def _revealed(self, reply: ModelReply) -> ModelReply:
         """A recorded reply as the engine needs it again: encrypted personal data decrypted
         (redacted data stays redacted: a replay continues with what the log kept)."""
         if self.cipher is None:
             return reply
-        from governance import safety
+        decrypt = self.cipher.decrypt
 
         def reveal(value: Any) -> Any:
-            return None if value is None else safety.pii_reveal(value, self.cipher.decrypt)
+            return None if value is None else self.screening.pii_reveal(value, decrypt)
 
         return replace(
             reply,
@@ -1094,26 +1102,25 @@ class Engine:
         filters = set(rails.get("content_filters") or [])
         if not filters:
             return output
-        from governance import safety  # plain Python, like the engine
-
         kinds: list[str] = []
         screened = output
         local = filters - {"BIAS"}
         if local:
             strings = _strings(output)
-            for findings in safety.scan_many(strings, local):
+            for findings in self.screening.scan_many(strings, local):
                 kinds += [f"{finding.filter}:{finding.kind}" for finding in findings]
             if kinds:
-                screened = safety.redact_value(output, local)
+                screened = self.screening.redact_value(output, local)
         if "BIAS" in filters:
             config = run.definition["logic_gate"]["reasoning_config"]
             text = "\n".join(_strings(output))
-            judge = safety.bias_judge_request(
+            judge = self.screening.bias_judge_request(
                 text, provider=config["model_provider"], model=config["model_name"]
             )
             try:
-                verdict = safety.bias_verdict(self._call_model(run, record, judge, 1), text=text)
-            except safety.BiasJudgeError as exc:
+                reply = self._call_model(run, record, judge, 1)
+                verdict = self.screening.bias_verdict(reply, text=text)
+            except ScreeningError as exc:
                 raise StepFailed("LLM_ERROR", f"the bias judge failed: {exc}") from None
             if verdict is not None:
                 kinds.append("BIAS:BIAS")
@@ -1179,9 +1186,7 @@ class Engine:
         if recorded is not None:
             if self.cipher is None:
                 return recorded.output
-            from governance import safety
-
-            return safety.pii_reveal(recorded.output, self.cipher.decrypt)
+            return self.screening.pii_reveal(recorded.output, self.cipher.decrypt)
         reserved = None
         if run.limited:  # a tool call costs nothing to a budget, but may hit a call limit
             refusal = self.store.reserve_call(run, tool_calls=1, estimate=_NOTHING)
@@ -1973,7 +1978,7 @@ class Engine:
     def _expired(self, run: RunView) -> bool:
         """Past the deadline, unless someone in the trace waits on a person: that time does
         not count (the decision moves the trace's deadlines by the time waited)."""
-        if run.deadline is None or self.clock() <= run.deadline:
+        if run.deadline is None or self.clock.now() <= run.deadline:
             return False
         return not self.store.awaiting_person(run)
 

@@ -49,7 +49,14 @@ from runs.engine.core import (
     run_limits,
 )
 from runs.engine.pii_copies import PiiCopies
-from runs.engine.ports import ModelReply, ModelRequest, ToolInvocation, ToolResult
+from runs.engine.ports import (
+    Cipher,
+    ModelReply,
+    ModelRequest,
+    Screening,
+    ToolInvocation,
+    ToolResult,
+)
 
 ACTIVE = ("PENDING", "RUNNING", "WAITING", "PAUSED")  # what a cancellation stops
 ASLEEP = ("PAUSED", "BLOCKED")  # nothing advances these until a human acts
@@ -256,20 +263,21 @@ class InMemoryRunStore:
     def __init__(
         self,
         *,
+        screening: Screening,
         clock: Now = utc_now,
         owner: str = "memory-worker",
         lease_seconds: float = 30.0,
         workspace_id: int = 1,
         new_id: Callable[[], str] | None = None,
-        cipher: Any = None,
+        cipher: Cipher | None = None,
         _world: _World | None = None,
     ):
-        """`cipher`: pii_handling's (`encrypt`, `decrypt`; a key of the store's own when
+        """`screening` and `cipher`: pii_handling's (`cipher` a key of the store's own when
         None); every copy of a run's data this store keeps goes through `self.pii`, as in
         the ORM store."""
         self.clock = clock
         self._world = _world or _World()
-        self.pii = PiiCopies(self._world.cipher if cipher is None else cipher)
+        self.pii = PiiCopies(screening, self._world.cipher if cipher is None else cipher)
         self.owner = owner
         self.lease_seconds = lease_seconds
         self.workspace_id = workspace_id
@@ -279,6 +287,7 @@ class InMemoryRunStore:
     def worker(self, owner: str) -> InMemoryRunStore:
         """The same data under another lease owner."""
         return InMemoryRunStore(
+            screening=self.pii.screening,
             clock=self.clock,
             owner=owner,
             lease_seconds=self.lease_seconds,
