@@ -157,6 +157,7 @@ CPU: dict[str, float] = {}  # this process's CPU time over the run (sync only)
 
 
 def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]:
+    from governance.safety import SafetyScreening
     from runs.engine.core import Engine
     from runs.gateway import LiteLLMGateway
     from runs.services import run_start
@@ -169,6 +170,7 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
         model=LiteLLMGateway(),
         tools=RegistryToolRunner(),
         enqueue=queue.append,
+        screening=SafetyScreening(),
         handoff_s=settings.HIERARCH_ENGINE["HANDOFF_SECONDS"],
     )
     from runs.gateway import litellm_module

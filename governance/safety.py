@@ -28,7 +28,7 @@ from typing import Any
 
 from governance import offensive, pii
 from governance.pii import DEFAULT_REGION
-from runs.engine.ports import ModelReply, ModelRequest
+from runs.engine.ports import ModelReply, ModelRequest, ScreeningError
 
 TOXICITY = "TOXICITY"
 PII = "PII"
@@ -55,7 +55,7 @@ class SafetyConfigError(ValueError):
     """A content filter, PII mode or region that does not exist, or a missing encrypt function."""
 
 
-class BiasJudgeError(ValueError):
+class BiasJudgeError(ScreeningError, ValueError):
     """The bias judge answered something other than the verdict it was asked for."""
 
 
@@ -448,6 +448,38 @@ def bias_verdict(reply: ModelReply, *, text: str = "") -> Finding | None:
     if not biased:
         return None
     return Finding(BIAS, BIAS, (0, len(text)), float(score), rationale[:500])
+
+
+# --- the engine's Screening port (runs/engine/ports.py) -----------------------------------
+
+
+class SafetyScreening:
+    """The engine's `Screening` port on this module: content filters, the bias judge and
+    pii_handling, in the default phone region."""
+
+    def scan_many(self, texts: Sequence[str], filters: Iterable[str]) -> list[list[Finding]]:
+        return scan_many(texts, filters)
+
+    def redact_value(self, value: Any, filters: Iterable[str]) -> Any:
+        return redact_value(value, filters)
+
+    def bias_judge_request(self, text: str, *, provider: str, model: str) -> ModelRequest:
+        return bias_judge_request(text, provider=provider, model=model)
+
+    def bias_verdict(self, reply: ModelReply, *, text: str) -> Finding | None:
+        return bias_verdict(reply, text=text)
+
+    def pii_protect(self, value: Any, mode: str, encrypt: Callable[[str], str] | None) -> Any:
+        return pii_protect(value, mode, encrypt)
+
+    def pii_reveal(self, value: Any, decrypt: Callable[[str], str]) -> Any:
+        return pii_reveal(value, decrypt)
+
+    def pii_seal(self, value: Any, mode: str, encrypt: Callable[[str], str] | None) -> Any:
+        return pii_seal(value, mode, encrypt)
+
+    def pii_open(self, value: Any, decrypt: Callable[[str], str] | None) -> Any:
+        return pii_open(value, decrypt)
 
 
 # --- helpers ---------------------------------------------------------------------------------

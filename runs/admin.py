@@ -22,7 +22,7 @@ from entities.admin import (
     ScopedWorkspaceFilter,
     WorkspaceScopedAdmin,
 )
-from runs.engine.pii_copies import shown
+from governance.safety import pii_shown as shown
 from runs.models import (
     TERMINAL,
     Artifact,

@@ -14,6 +14,7 @@ def engine() -> Engine:
     carries the lease owner) is new for each call."""
     from django.conf import settings
 
+    from governance.safety import SafetyScreening
     from governance.vault import PiiCipher
     from runs.executors import enqueue, enqueue_at
     from runs.gateway import LiteLLMGateway
@@ -29,6 +30,7 @@ def engine() -> Engine:
         tools=tools,
         enqueue=enqueue,
         enqueue_later=enqueue_at,
+        screening=SafetyScreening(),
         hard_cap=settings.HIERARCH_ENGINE["MAX_PASSES"],
         cipher=PiiCipher(),
         handoff_s=settings.HIERARCH_ENGINE["HANDOFF_SECONDS"],

@@ -11,7 +11,7 @@ from django.core.cache import cache
 from django.db.models import QuerySet
 
 from governance.permissions import VIEW, scope, visible_or_404
-from runs.engine.pii_copies import shown
+from governance.safety import pii_shown as shown
 from runs.models import LLMCall, Run, RunStatus, ToolCall
 
 

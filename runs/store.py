@@ -29,6 +29,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from entities.models import Entity, EntityVersion
+from governance.safety import SafetyScreening
 from governance.vault import PiiCipher
 from runs import sql
 from runs.engine import hitl, pinned
@@ -121,7 +122,7 @@ def _kept_json(run: RunView) -> dict[str, Any]:
 def run_data_sealed(definition: dict, value: Any) -> Any:
     """A run's input or context as the stores write what the engine reads back, under the
     entity's pii_handling (runs/engine/pii_copies.py): for `run_start`."""
-    return PiiCopies(PiiCipher()).sealed(definition, value)
+    return PiiCopies(SafetyScreening(), PiiCipher()).sealed(definition, value)
 
 
 def lifetime_left(entity_id: Any, limit: Decimal) -> Decimal:
@@ -163,7 +164,7 @@ class OrmRunStore:
         """`cipher`: pii_handling's (the vault's by default); every copy of a run's data this
         store writes goes through `self.pii` (runs/engine/pii_copies.py)."""
         self.owner = owner or new_owner()
-        self.pii = PiiCopies(PiiCipher() if cipher is _VAULT else cipher)
+        self.pii = PiiCopies(SafetyScreening(), PiiCipher() if cipher is _VAULT else cipher)
         # The webhook_url of each root run loaded that has one: its end is POSTed there.
         self._webhooks: dict[str, str] = {}
         # Inside a transaction sent whole: what to check once the answers are in.

@@ -21,7 +21,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from approvals.models import Approval
-from runs.engine.pii_copies import shown
+from governance.safety import pii_shown as shown
 from runs.models import ACTIVE, LLMCall, Run, RunEvent, StepRun, ToolCall, TraceSequence
 from runs.selectors import run_list
 

@@ -10,25 +10,34 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from runs.engine import hitl, loop, planning, retry, review, schemas, transforms
 from runs.engine import plan as plans
+from runs.engine.definition import Definition
 from runs.engine.ports import (
     INTERNAL_ERROR,
     INVALID_INPUT,
     LIMIT_EXCEEDED,
     NOT_ACTIVE,
     PERMISSION_DENIED,
+    PII_ALLOW,
+    PII_ENCRYPT,
+    PII_REDACT,
     REJECTED,
     TIMEOUT,
     VALIDATION_ERROR,
+    Cipher,
+    Clock,
     ModelClient,
     ModelError,
     ModelReply,
     ModelRequest,
+    Screening,
+    ScreeningError,
+    SystemClock,
     ToolError,
     ToolInvocation,
     ToolResult,
@@ -46,11 +55,11 @@ class RunView:
     id: str
     trace_id: str
     workspace_id: int
-    definition: dict
+    definition: Definition
     status: str
-    input: dict
-    state: dict
-    plan: list[dict] | None
+    input: dict[str, Any]
+    state: dict[str, Any]
+    plan: list[dict[str, Any]] | None
     cursor: int
     iteration: int
     depth: int
@@ -69,7 +78,7 @@ class RunView:
     released: bool = False  # the store already let go of the lease
     pending_steps: list[StepRecord] = field(default_factory=list)
     pending_events: Events = field(default_factory=lambda: Events())
-    output: dict | None = None
+    output: dict[str, Any] | None = None
     error_code: str = ""
     error_message: str = ""
     cancel_requested: bool = False
@@ -77,6 +86,12 @@ class RunView:
     deadline: Any = None  # timeout_ms from the start, or an ancestor's earlier deadline
     budget_anchor: str | None = None  # the nearest run (this one or above) with a budget
     limited: bool = False  # a call limit applies to this run or an ancestor
+
+    def planned(self) -> list[dict[str, Any]]:
+        """The run's plan, once it has one (the engine plans before it runs a step)."""
+        if self.plan is None:
+            raise ValueError(f"run {self.id} has no plan yet")
+        return self.plan
 
 
 @dataclass(frozen=True)
@@ -95,8 +110,8 @@ class ChildRequest:
     step_key: str
     group_index: int
     entity_ref: str
-    input: dict
-    state: dict | None = None  # what the child inherits (constraints a person locked)
+    input: dict[str, Any]
+    state: dict[str, Any] | None = None  # what the child inherits (constraints a person locked)
 
 
 def child_step_key(step_key: str, iteration: int, attempt: int) -> str:
@@ -123,7 +138,7 @@ class StepRecord:
 
 @dataclass
 class Events:
-    items: list[tuple[str, dict]] = field(default_factory=list)
+    items: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # kind, JSON payload
 
     def add(self, kind: str, **payload: Any) -> None:
         self.items.append((kind, payload))
@@ -213,11 +228,11 @@ class RunStore(Protocol):
     def artifacts(self, run: RunView) -> Any:
         """The ArtifactStore of the run's workspace."""
 
-    def child_definition(self, run: RunView, entity_ref: str) -> dict | None:
+    def child_definition(self, run: RunView, entity_ref: str) -> Definition | None:
         """The current definition of a child entity of this run's workspace, for its input
         schema; None when it no longer exists."""
 
-    def children_definitions(self, run: RunView, refs: list[str]) -> dict[str, dict]:
+    def children_definitions(self, run: RunView, refs: list[str]) -> dict[str, Definition]:
         """`child_definition` for several references at once."""
 
     def reserve_call(
@@ -244,7 +259,7 @@ class RunStore(Protocol):
         steps and events in the same commit (the store lets go of the lease). People are
         told after commit."""
 
-    def record_judge(self, run: RunView, key: str, verdict: dict) -> None:
+    def record_judge(self, run: RunView, key: str, verdict: dict[str, Any]) -> None:
         """Keep an LLM judge's verdict once (a replay finds it kept)."""
 
     def awaiting_person(self, run: RunView) -> bool:
@@ -325,6 +340,9 @@ def first_limit_hit(
 
 
 def no_room_for_children(anchor: LimitRow, amount: Decimal) -> LimitReached:
+    """Why the children to start do not fit in their budget anchor's budget."""
+    if anchor.budget_usd is None:
+        raise ValueError(f"the budget anchor {anchor.id} has no budget")
     left = anchor.budget_usd - anchor.total_cost_usd - anchor.reserved_usd
     return LimitReached(
         BUDGET_EXHAUSTED,
@@ -343,30 +361,41 @@ def lifetime_used(name: str, limit: Decimal) -> LimitReached:
     )
 
 
-def budget_blocks(definition: dict) -> bool:
+def budget_blocks(definition: Definition) -> bool:
     """Whether a run out of budget waits BLOCKED (else it fails)."""
     return definition["governance"]["cost_controls"].get("on_budget_exhausted", "BLOCK") == "BLOCK"
 
 
-def lifetime_limit(definition: dict) -> Decimal | None:
+def lifetime_limit(definition: Definition) -> Decimal | None:
     """The entity's cumulative_cost_usd: what all its runs together may ever cost."""
     limit = definition["governance"]["cost_controls"].get("cumulative_cost_usd")
     return None if limit is None else Decimal(str(limit))
 
 
+class RunLimits(TypedDict):
+    """What `run_limits` sets on a new run."""
+
+    max_llm_calls: int | None
+    max_tool_calls: int | None
+    limited: bool
+    budget_usd: Decimal | None
+    budget_anchor: str | None
+    cost_alert_usd: Decimal | None
+
+
 def run_limits(
-    definition: dict,
+    definition: Definition,
     run_id: str,
     parent_anchor: str | None,
     lifetime_left: Decimal | None = None,
-) -> dict[str, Any]:
+) -> RunLimits:
     """A new run's limits from its entity's governance section (seed 000 §3.7): its call
     limits, its budget and the run it is anchored at (itself, when it has a budget; else
     its parent's anchor), and its cost alert threshold. `lifetime_left`: what the entity's
     cumulative_cost_usd leaves (the run's budget is no more than that)."""
     governance = definition["governance"]
     limits, costs = governance["execution_limits"], governance["cost_controls"]
-    budget = costs.get("max_cost_usd")
+    budget: float | Decimal | None = costs.get("max_cost_usd")
     alert = costs.get("alert_threshold_usd")
     if lifetime_left is not None:  # cumulative_cost_usd: what the entity has left, at most
         budget = lifetime_left if budget is None else min(Decimal(str(budget)), lifetime_left)
@@ -402,13 +431,15 @@ class Engine:
     model: ModelClient
     tools: ToolRunner
     enqueue: Callable[[str], None]
+    # Content filters and pii_handling (governance/safety.py's SafetyScreening on the server).
+    screening: Screening
     enqueue_later: Callable[[str, float], None] = lambda run_id, delay_s: None
     max_steps_per_advance: int = 200
     hard_cap: int = 25  # passes of a loop, whatever max_iterations says
     # pii_handling ENCRYPT: `encrypt(str) -> str` and `decrypt(str) -> str` (the vault's);
     # without one, ENCRYPT stores redacted text instead, never the plain text.
-    cipher: Any = None
-    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    cipher: Cipher | None = None
+    clock: Clock = field(default_factory=SystemClock)
     # Handoff: a worker goes on itself with the first child it starts and the parent it
     # wakes (their leases taken in the same commits) instead of a hint to any worker and a
     # claim, for up to this many seconds per `advance`; then it hints the next one. 0: off.
@@ -418,7 +449,7 @@ class Engine:
     def advance(self, run_id: str) -> None:
         """Do the run's next pieces of work until it waits, pauses or ends; with handoff,
         then the same for the runs this worker took over on the way."""
-        until = self.clock() + timedelta(seconds=self.handoff_s)
+        until = self.clock.now() + timedelta(seconds=self.handoff_s)
         next_id: str | None = run_id
         while next_id is not None:
             self._handoff = None
@@ -429,7 +460,7 @@ class Engine:
                     self._pass_on(self._handoff)  # the next run goes to any worker
                 raise
             next_id, self._handoff = self._handoff, None
-            if next_id is not None and self.clock() >= until:
+            if next_id is not None and self.clock.now() >= until:
                 self._pass_on(next_id)  # time to let other runs have this worker
                 next_id = None
 
@@ -502,7 +533,7 @@ class Engine:
                 return
             if not self._custom_checkpoints(run, group[0]):
                 return
-            first = run.plan[group[0]]
+            first = run.planned()[group[0]]
             if first["type"] == plans.CHILD:
                 if not self._start_children(run, group):
                     continue
@@ -529,18 +560,18 @@ class Engine:
         elif (
             run.status == "PAUSED"
             and hitl.AWAITING_KEY not in run.state
-            and run.cursor < len(run.plan)
-            and run.plan[run.cursor]["type"] == "TOOL_CALL"
+            and run.cursor < len(run.planned())
+            and run.planned()[run.cursor]["type"] == "TOOL_CALL"
         ):
             positions, attempt = [run.cursor], run.attempt
         else:
             return []
         return [
             StepRecord(
-                run.plan[position]["key"],
+                run.planned()[position]["key"],
                 position,
-                run.plan[position]["name"],
-                run.plan[position]["type"],
+                run.planned()[position]["name"],
+                run.planned()[position]["type"],
                 status,
                 run.iteration,
                 attempt=attempt,
@@ -551,7 +582,7 @@ class Engine:
 
     def _start(self, run: RunView) -> bool:
         events = Events()
-        run.began_at = self.clock()
+        run.began_at = self.clock.now()
         if run.entity_status != "ACTIVE":
             self._fail(
                 run,
@@ -619,12 +650,12 @@ class Engine:
     def _plan(
         self,
         run: RunView,
-        static: list[dict],
+        static: list[dict[str, Any]],
         names: dict[str, str],
         events: Events,
         *,
         feedback: str,
-    ) -> list[dict] | None:
+    ) -> list[dict[str, Any]] | None:
         """The plan of this pass: the static plan, or the model's plan reconciled with it.
         A rejected dynamic plan ends the run (VALIDATION_ERROR); None then."""
         if not run.definition["planning"]["dynamic_planning"].get("enabled"):
@@ -676,7 +707,7 @@ class Engine:
         run.pending_steps.extend(steps)
         run.pending_events.items.extend(events.items)
 
-    def _data(self, run: RunView) -> dict:
+    def _data(self, run: RunView) -> dict[str, Any]:
         return plans.logic_data(run.state, run.input, run.iteration)
 
     def _start_children(self, run: RunView, group: list[int]) -> bool:
@@ -686,7 +717,7 @@ class Engine:
         requests: list[ChildRequest] = []
         events = Events()
         for position in group:
-            step = run.plan[position]
+            step = run.planned()[position]
             if not plans.holds(step.get("condition"), data):
                 record = StepRecord(
                     step["key"], position, step["name"], step["type"], "SKIPPED", run.iteration
@@ -718,7 +749,7 @@ class Engine:
                     "WAITING",
                     run.iteration,
                     input=child_input,
-                    started_at=self.clock(),
+                    started_at=self.clock.now(),
                 )
             )
             carried = {k: run.state[k] for k in hitl.CARRIED_KEYS if k in run.state}
@@ -756,16 +787,16 @@ class Engine:
     def _join(self, run: RunView) -> bool:
         """Collect the current group's children; False while one is unfinished."""
         group = plans.group_at(run.plan or [], run.cursor)
-        keys = [run.plan[i]["key"] for i in group]
+        keys = [run.planned()[i]["key"] for i in group]
         outcomes = self.store.children(run, keys)
         if outcomes is None:
             return False
         events = Events()
         steps: list[StepRecord] = []
         failed: ChildOutcome | None = None
-        position_of = {run.plan[i]["key"]: i for i in group}
+        position_of = {run.planned()[i]["key"]: i for i in group}
         for outcome in outcomes:
-            step = run.plan[position_of[outcome.step_key]]
+            step = run.planned()[position_of[outcome.step_key]]
             if outcome.status == "COMPLETED":
                 self._new_state(run, step, outcome.output, events)
                 steps.append(
@@ -800,20 +831,27 @@ class Engine:
             message = f"{failed.entity_name} {failed.status.lower()}: {failed.error_message}"
             if failed.status == "FAILED":
                 position = position_of[failed.step_key]
-                self._on_failure(run, run.plan[position], position, code, message, events, steps)
+                self._on_failure(
+                    run, run.planned()[position], position, code, message, events, steps
+                )
             self._fail(run, code, message, events, steps)
             return False
         run.status = "RUNNING"
-        self._go_on(run, run.plan[group[-1]], group[-1], events, steps)
+        self._go_on(run, run.planned()[group[-1]], group[-1], events, steps)
         return run.status == "RUNNING"
 
     def _go_on(
-        self, run: RunView, step: dict, position: int, events: Events, steps: list[StepRecord]
+        self,
+        run: RunView,
+        step: dict[str, Any],
+        position: int,
+        events: Events,
+        steps: list[StepRecord],
     ) -> None:
         """After a step: follow its exit conditions, else the next step; persist."""
-        target = plans.next_index(run.plan, step, self._data(run))
+        target = plans.next_index(run.planned(), step, self._data(run))
         if target == "END":
-            run.cursor = len(run.plan)
+            run.cursor = len(run.planned())
             events.add("step.exit", step=step["name"], to="END")
         elif target == "ESCALATE":
             events.add("step.exit", step=step["name"], to="ESCALATE")
@@ -842,11 +880,11 @@ class Engine:
             return
         elif isinstance(target, int):
             run.cursor = target
-            events.add("step.exit", step=step["name"], to=run.plan[target]["name"])
+            events.add("step.exit", step=step["name"], to=run.planned()[target]["name"])
         else:
             run.cursor = position + 1
         run.attempt = 1
-        upcoming = run.plan[run.cursor] if run.cursor < len(run.plan) else None
+        upcoming = run.planned()[run.cursor] if run.cursor < len(run.planned()) else None
         if upcoming is None or upcoming["type"] == plans.CHILD:
             # The run ends or starts children next: that write carries this step.
             self._later(run, steps, events)
@@ -854,7 +892,7 @@ class Engine:
             self.store.save(run, steps=steps, events=events)
 
     def _run_step(self, run: RunView, position: int) -> bool:
-        step = run.plan[position]
+        step = run.planned()[position]
         record = StepRecord(
             step["key"],
             position,
@@ -863,7 +901,7 @@ class Engine:
             "RUNNING",
             run.iteration,
             attempt=run.attempt,
-            started_at=self.clock(),
+            started_at=self.clock.now(),
         )
         events = Events()
         events.add("step.started", step=step["name"], type=step["type"])
@@ -979,27 +1017,25 @@ class Engine:
     # -- what the logs keep (pii_handling, audit_level, observability.logging) --------------
 
     def _pii_mode(self, run: RunView) -> str:
-        mode = run.definition["governance"]["human_oversight"].get("pii_handling", "REDACT")
-        return "REDACT" if mode == "ENCRYPT" and self.cipher is None else mode
+        mode = run.definition["governance"]["human_oversight"].get("pii_handling", PII_REDACT)
+        return PII_REDACT if mode == PII_ENCRYPT and self.cipher is None else mode
 
     def _protect(self, run: RunView, value: Any) -> Any:
         mode = self._pii_mode(run)
-        if mode == "ALLOW" or value is None:
+        if mode == PII_ALLOW or value is None:
             return value
-        from governance import safety
-
-        encrypt = self.cipher.encrypt if mode == "ENCRYPT" else None
-        return safety.pii_protect(value, mode, encrypt)
+        encrypt = self.cipher.encrypt if mode == PII_ENCRYPT and self.cipher else None
+        return self.screening.pii_protect(value, mode, encrypt)
 
     def _revealed(self, reply: ModelReply) -> ModelReply:
         """A recorded reply as the engine needs it again: encrypted personal data decrypted
         (redacted data stays redacted: a replay continues with what the log kept)."""
         if self.cipher is None:
             return reply
-        from governance import safety
+        decrypt = self.cipher.decrypt
 
         def reveal(value: Any) -> Any:
-            return None if value is None else safety.pii_reveal(value, self.cipher.decrypt)
+            return None if value is None else self.screening.pii_reveal(value, decrypt)
 
         return replace(
             reply,
@@ -1062,7 +1098,7 @@ class Engine:
             run.pending_events.add("context.trimmed", dropped=dropped)
         return messages
 
-    def _thought_step(self, run: RunView, step: dict, record: StepRecord) -> Any:
+    def _thought_step(self, run: RunView, step: dict[str, Any], record: StepRecord) -> Any:
         output_schema = run.definition["io_contract"]["output"]["schema"]
         data = self._data(run)
         template = step.get("prompt_template") or (
@@ -1086,7 +1122,9 @@ class Engine:
             return self._screened(run, step, record, reply.parsed)
         return self._screened(run, step, record, {"text": reply.content})
 
-    def _screened(self, run: RunView, step: dict, record: StepRecord, output: dict) -> dict:
+    def _screened(
+        self, run: RunView, step: dict[str, Any], record: StepRecord, output: dict[str, Any]
+    ) -> dict[str, Any]:
         """The model's output through the entity's content filters (seed 000 §3.7.4): what
         they flag is redacted, or fails the step, as `on_flagged_output` says, and the
         trace says which filters flagged what kind (never the flagged text)."""
@@ -1094,26 +1132,25 @@ class Engine:
         filters = set(rails.get("content_filters") or [])
         if not filters:
             return output
-        from governance import safety  # plain Python, like the engine
-
         kinds: list[str] = []
         screened = output
         local = filters - {"BIAS"}
         if local:
             strings = _strings(output)
-            for findings in safety.scan_many(strings, local):
+            for findings in self.screening.scan_many(strings, local):
                 kinds += [f"{finding.filter}:{finding.kind}" for finding in findings]
             if kinds:
-                screened = safety.redact_value(output, local)
+                screened = self.screening.redact_value(output, local)
         if "BIAS" in filters:
             config = run.definition["logic_gate"]["reasoning_config"]
             text = "\n".join(_strings(output))
-            judge = safety.bias_judge_request(
+            judge = self.screening.bias_judge_request(
                 text, provider=config["model_provider"], model=config["model_name"]
             )
             try:
-                verdict = safety.bias_verdict(self._call_model(run, record, judge, 1), text=text)
-            except safety.BiasJudgeError as exc:
+                reply = self._call_model(run, record, judge, 1)
+                verdict = self.screening.bias_verdict(reply, text=text)
+            except ScreeningError as exc:
                 raise StepFailed("LLM_ERROR", f"the bias judge failed: {exc}") from None
             if verdict is not None:
                 kinds.append("BIAS:BIAS")
@@ -1130,7 +1167,7 @@ class Engine:
             )
         return screened
 
-    def _tool_step(self, run: RunView, step: dict, record: StepRecord) -> Any:
+    def _tool_step(self, run: RunView, step: dict[str, Any], record: StepRecord) -> Any:
         tools = {t["tool_id"]: t for t in run.definition["capabilities"]["tools"]}
         tool = tools.get(step["tool_id"])
         if tool is None or "function_schema" not in tool:
@@ -1179,9 +1216,7 @@ class Engine:
         if recorded is not None:
             if self.cipher is None:
                 return recorded.output
-            from governance import safety
-
-            return safety.pii_reveal(recorded.output, self.cipher.decrypt)
+            return self.screening.pii_reveal(recorded.output, self.cipher.decrypt)
         reserved = None
         if run.limited:  # a tool call costs nothing to a budget, but may hit a call limit
             refusal = self.store.reserve_call(run, tool_calls=1, estimate=_NOTHING)
@@ -1215,7 +1250,7 @@ class Engine:
             return replace(invocation, arguments={"_": NOT_LOGGED})
         return replace(invocation, arguments=self._protect(run, invocation.arguments))
 
-    def _new_state(self, run: RunView, step: dict, output: Any, events: Events) -> None:
+    def _new_state(self, run: RunView, step: dict[str, Any], output: Any, events: Events) -> None:
         """A step's output lands in the state; an entity that audits COMPREHENSIVEly and logs
         state changes gets a `state.changed` event naming the keys that changed."""
         before = run.state
@@ -1228,7 +1263,9 @@ class Engine:
             changed = sorted(k for k, v in run.state.items() if k not in before or before[k] != v)
             events.add("state.changed", step=step["name"], keys=changed)
 
-    def _check_tool_call(self, run: RunView, tool: dict, arguments: dict, data: dict) -> None:
+    def _check_tool_call(
+        self, run: RunView, tool: dict[str, Any], arguments: dict[str, Any], data: dict[str, Any]
+    ) -> None:
         """The entity's safety rails before a tool call (seed 000 §3.7.4): an action
         restriction on the tool, and every behavioral constraint that carries a JSONLogic
         rule, evaluated against the state plus `tool` ({tool_id, arguments}): false forbids."""
@@ -1279,19 +1316,19 @@ class Engine:
         step_name: str,
         subject: str,
         payload: Any,
-        edit_schema: dict | None,
+        edit_schema: dict[str, Any] | None,
         reasoning: str,
         steps: list[StepRecord],
         events: Events,
         allowed: tuple[str, ...] = hitl.ALL_DECISIONS,
         resume_status: str = "RUNNING",
         risk: list[tuple[str, str]] | None = None,
-        context: dict | None = None,
-        tools: list[dict] | None = None,
-        alternatives: list[dict] | None = None,
-        judge: dict | None = None,
-        confidence: dict | None = None,
-        awaiting: dict | None = None,
+        context: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        alternatives: list[dict[str, Any]] | None = None,
+        judge: dict[str, Any] | None = None,
+        confidence: dict[str, Any] | None = None,
+        awaiting: dict[str, Any] | None = None,
     ) -> hitl.ApprovalVerdict | None:
         """Ask a person, once per checkpoint: the decision when one was taken (the run is
         resuming); None when nobody needs to decide (a notification-only checkpoint); else
@@ -1400,7 +1437,7 @@ class Engine:
         feedback = f": {verdict.notes}" if verdict.notes else ""
         self._fail(run, REJECTED, f"{what} was rejected{by}{feedback}", events, steps)
 
-    def _before_execution(self, run: RunView, carried: dict, events: Events) -> Any:
+    def _before_execution(self, run: RunView, carried: dict[str, Any], events: Events) -> Any:
         """The BEFORE_EXECUTION checkpoint: True to go on, a dict (an edited input) to go on
         with, False when the run ended."""
         data = plans.logic_data(run.input, run.input, run.iteration)
@@ -1440,8 +1477,8 @@ class Engine:
         return True
 
     def _after_planning(
-        self, run: RunView, plan: list[dict], static: list[dict], events: Events
-    ) -> list[dict] | None:
+        self, run: RunView, plan: list[dict[str, Any]], static: list[dict[str, Any]], events: Events
+    ) -> list[dict[str, Any]] | None:
         """The AFTER_PLANNING checkpoint: the plan to run (as planned, or as a person edited
         it); None when the run ended."""
         checkpoint = hitl.configured(run.definition, "AFTER_PLANNING", self._data(run))
@@ -1500,7 +1537,7 @@ class Engine:
         customs = hitl.custom_checkpoints(run.definition)
         if not customs:
             return True
-        step = run.plan[position]
+        step = run.planned()[position]
         data = self._data(run)
         for index, config in customs:
             if not plans.holds(config["condition"], data):
@@ -1510,6 +1547,8 @@ class Engine:
                 "CUSTOM_CONDITION",
                 data,
             )
+            if checkpoint is None:  # its condition holds: never
+                continue
             verdict = self._ask(
                 run,
                 checkpoint,
@@ -1537,8 +1576,13 @@ class Engine:
         return True
 
     def _tool_approval(
-        self, run: RunView, step: dict, tool: dict, arguments: dict, record: StepRecord
-    ) -> dict:
+        self,
+        run: RunView,
+        step: dict[str, Any],
+        tool: dict[str, Any],
+        arguments: dict[str, Any],
+        record: StepRecord,
+    ) -> dict[str, Any]:
         """Before a tool call: the BEFORE_TOOL_CALL checkpoint, an action restriction that
         requires approval, an EXECUTE tool the run's starter has no grant for. One request
         covers them all. Answers the arguments to call with; raises StepFailed(REJECTED)."""
@@ -1624,7 +1668,7 @@ class Engine:
     def _on_failure(
         self,
         run: RunView,
-        step: dict,
+        step: dict[str, Any],
         position: int,
         code: str,
         message: str,
@@ -1680,7 +1724,7 @@ class Engine:
         if trigger == "REVIEW_ESCALATE":
             return self._after_review_decision(run, verdict, events)
         position = awaiting["position"]
-        step = run.plan[position]
+        step = run.planned()[position]
         if verdict.outcome in (hitl.REJECT, hitl.ABORT):
             if trigger == "ON_FAILURE" and verdict.outcome == hitl.ABORT:
                 self._fail(run, awaiting["code"], awaiting["message"], events, [])
@@ -1772,8 +1816,9 @@ class Engine:
             return False
         problems = schema_problems(output_schema, output)
         validation = definition["governance"]["safety_rails"]["output_validation"]
-        if validation.get("enabled") and validation.get("schema"):
-            problems += schema_problems(validation["schema"], output)
+        validation_schema = validation.get("schema")
+        if validation.get("enabled") and validation_schema:
+            problems += schema_problems(validation_schema, output)
         if problems:
             run.output = output
             self._fail(
@@ -1790,7 +1835,7 @@ class Engine:
             return verdict == "again"
         return self._after_review(run, output, events)
 
-    def _after_review(self, run: RunView, output: dict, events: Events) -> bool:
+    def _after_review(self, run: RunView, output: dict[str, Any], events: Events) -> bool:
         """Convergence, memory, the end: True when another pass starts."""
         definition = run.definition
         loop_control = definition["planning"]["loop_control"]
@@ -1819,7 +1864,7 @@ class Engine:
         run.attempt = 1
         self.store.save(run, steps=[], events=events)
 
-    def _review(self, run: RunView, output: dict, events: Events) -> str:
+    def _review(self, run: RunView, output: dict[str, Any], events: Events) -> str:
         """Run the review mechanism: "passed", "again" (another pass starts) or "stop" (the
         run failed, waits for a retry, or waits for a human)."""
         mechanism = run.definition["logic_gate"]["review_mechanism"]
@@ -1906,7 +1951,7 @@ class Engine:
     def _review_to_person(
         self,
         run: RunView,
-        output: dict,
+        output: dict[str, Any],
         result: review.ReviewResult,
         record: StepRecord,
         events: Events,
@@ -1922,7 +1967,7 @@ class Engine:
         risk: list[tuple[str, str]] = [("medium", f"review: {result.detail}")]
         for flag in (judge or {}).get("risk_flags") or []:
             risk.append(("medium", f"judge flag: {flag}"))
-        confidence = {"plan": None, "execution": None, "output": None}
+        confidence: dict[str, int | None] = {"plan": None, "execution": None, "output": None}
         if judge is not None:
             confidence["output"] = round(float(judge["confidence"]) * 100)
         self._ask(
@@ -1973,7 +2018,7 @@ class Engine:
     def _expired(self, run: RunView) -> bool:
         """Past the deadline, unless someone in the trace waits on a person: that time does
         not count (the decision moves the trace's deadlines by the time waited)."""
-        if run.deadline is None or self.clock() <= run.deadline:
+        if run.deadline is None or self.clock.now() <= run.deadline:
             return False
         return not self.store.awaiting_person(run)
 
@@ -2051,7 +2096,7 @@ class _RecordingModel:
         return self.engine.model.count_tokens(model, text)
 
 
-def schema_problems(schema: dict, value: Any) -> list[str]:
+def schema_problems(schema: dict[str, Any], value: Any) -> list[str]:
     """What `value` breaks of `schema`, a part of a pinned definition."""
     quick = schemas.quick_check(schema)
     if quick is not None and quick(value):
@@ -2064,7 +2109,7 @@ def schema_problems(schema: dict, value: Any) -> list[str]:
     return problems
 
 
-def input_problems(definition: dict, run_input: Any) -> list[str]:
+def input_problems(definition: Definition, run_input: Any) -> list[str]:
     """io_contract input validation: the schema, then the named validation rules."""
     if not isinstance(run_input, dict):
         return ["the input must be a JSON object"]

@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from runs.engine import plan as plans
+from runs.engine.definition import Definition
 
 # The decisions a person can take, and what the engine does with each.
 APPROVE, EDIT, REJECT, LOCK = "approve", "edit", "reject", "lock_constraint"
@@ -44,7 +45,7 @@ class ApprovalAsk:
     step_name: str
     subject: str  # input | plan | tool_arguments | output | state | failure
     payload: Any
-    edit_schema: dict | None
+    edit_schema: dict[str, Any] | None
     allowed_decisions: tuple[str, ...]
     approval_required: bool
     channels: tuple[str, ...]
@@ -53,14 +54,14 @@ class ApprovalAsk:
     resume_status: str  # the run's status once decided
     requested_by: str
     reasoning_summary: str
-    confidence: dict
+    confidence: dict[str, Any]
     risk: tuple[tuple[str, str], ...]  # (level, factor); the store adds cost and sets the level
-    alternatives: tuple[dict, ...]
+    alternatives: tuple[dict[str, Any], ...]
     steps_done: int  # for the cost and time to finish, with what the store knows
     steps_left: int
-    downstream_impact: dict
-    context_snapshot: dict
-    judge: dict | None = None
+    downstream_impact: dict[str, Any]
+    context_snapshot: dict[str, Any]
+    judge: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class ApprovalVerdict:
     outcome: str
     payload: Any = None  # what to go on with (the original, or the edit)
     notes: str = ""
-    constraint: dict | None = None
+    constraint: dict[str, Any] | None = None
     decided_by: str = ""
 
 
@@ -98,7 +99,7 @@ class Checkpoint:
     reasons: list[str] = field(default_factory=list)
 
 
-def configured(definition: dict, trigger: str, data: dict) -> Checkpoint | None:
+def configured(definition: Definition, trigger: str, data: dict[str, Any]) -> Checkpoint | None:
     """The entity's checkpoint for `trigger` whose condition holds against `data`; one that
     requires approval wins over a notification-only one."""
     found: Checkpoint | None = None
@@ -124,7 +125,7 @@ def configured(definition: dict, trigger: str, data: dict) -> Checkpoint | None:
     return found
 
 
-def custom_checkpoints(definition: dict) -> list[tuple[int, dict]]:
+def custom_checkpoints(definition: Definition) -> list[tuple[int, dict[str, Any]]]:
     oversight = definition["governance"]["human_oversight"]
     return [
         (index, config)
@@ -133,7 +134,7 @@ def custom_checkpoints(definition: dict) -> list[tuple[int, dict]]:
     ]
 
 
-def default_checkpoint(definition: dict, trigger: str, reason: str) -> Checkpoint:
+def default_checkpoint(definition: Definition, trigger: str, reason: str) -> Checkpoint:
     """A place that always asks a person: it notifies over the channels, and waits as long
     as the timeout of, the entity's first configured checkpoint that requires approval,
     else in the inbox with no timeout."""
@@ -150,22 +151,22 @@ def default_checkpoint(definition: dict, trigger: str, reason: str) -> Checkpoin
     return Checkpoint(trigger=trigger, reasons=[reason])
 
 
-def locked_rules(state: dict) -> list[dict]:
+def locked_rules(state: dict[str, Any]) -> list[dict[str, Any]]:
     return list(state.get(LOCKED_KEY) or [])
 
 
-def forbidden_by_lock(state: dict, tool_id: str, facts: dict) -> str | None:
+def forbidden_by_lock(state: dict[str, Any], tool_id: str, facts: dict[str, Any]) -> str | None:
     """The locked constraint a tool call breaks, or None."""
     for constraint in locked_rules(state):
         if tool_id in (constraint.get("forbid_tools") or []):
-            return constraint["constraint"]
+            return str(constraint["constraint"])
         rule = constraint.get("rule")
         if rule is not None and not plans.holds(rule, facts):
-            return constraint["constraint"]
+            return str(constraint["constraint"])
     return None
 
 
-def with_locked(definition: dict, state: dict) -> dict:
+def with_locked(definition: Definition, state: dict[str, Any]) -> Definition:
     """The definition with the locked constraints added to the persona's rules, so the
     model is told of them; the pinned definition itself is shared and never changed."""
     locked = locked_rules(state)
@@ -195,7 +196,7 @@ def risk_of(factors: list[tuple[str, str]]) -> tuple[str, list[str]]:
     return level, [text for _, text in factors]
 
 
-def reversibility(tools: list[dict]) -> str:
+def reversibility(tools: list[dict[str, Any]]) -> str:
     """The least reversible of the tools a step may call: READ full, WRITE partial, EXECUTE
     none; a tool marked with side effects is at best partial."""
     worst = "full"
@@ -227,7 +228,7 @@ def clipped(value: Any, limit: int = 20_000) -> Any:
 # -- plan edits ------------------------------------------------------------------------------
 
 
-def plan_rules(definition: dict, plan: list[dict]) -> dict:
+def plan_rules(definition: Definition, plan: list[dict[str, Any]]) -> dict[str, Any]:
     """What an edited plan must respect: known children and tools, and the required steps."""
     return {
         "children": sorted({link["child_id"] for link in definition["hierarchy"]["children"]}),
@@ -236,7 +237,7 @@ def plan_rules(definition: dict, plan: list[dict]) -> dict:
     }
 
 
-def edited_plan_problems(payload: Any, rules: dict | None) -> dict[str, str]:
+def edited_plan_problems(payload: Any, rules: dict[str, Any] | None) -> dict[str, str]:
     """What is wrong with a plan a person edited, by field path (`payload.2.tool_id`)."""
     rules = rules or {}
     if not isinstance(payload, list) or not payload:
@@ -282,7 +283,7 @@ def edited_plan_problems(payload: Any, rules: dict | None) -> dict[str, str]:
     return problems
 
 
-def normalized_plan(payload: list[dict]) -> list[dict]:
+def normalized_plan(payload: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """An edited plan with every field the engine reads; new steps get keys."""
     steps = []
     for index, step in enumerate(payload, start=1):
@@ -330,7 +331,7 @@ def cost_estimate(
     steps_left: int,
     history: RunHistory,
     elapsed_ms: float,
-) -> tuple[dict, list[tuple[str, str]], str | None]:
+) -> tuple[dict[str, Any], list[tuple[str, str]], str | None]:
     """Seed 002's cost estimate: what the run has spent, and what it will likely spend to
     finish (the entity's completed runs' mean less what is spent, else the cost per step so
     far times the steps left); a risk factor when the budget is nearly used; the time to

@@ -48,8 +48,16 @@ from runs.engine.core import (
     no_room_for_children,
     run_limits,
 )
+from runs.engine.definition import Definition, Memory
 from runs.engine.pii_copies import PiiCopies
-from runs.engine.ports import ModelReply, ModelRequest, ToolInvocation, ToolResult
+from runs.engine.ports import (
+    Cipher,
+    ModelReply,
+    ModelRequest,
+    Screening,
+    ToolInvocation,
+    ToolResult,
+)
 
 ACTIVE = ("PENDING", "RUNNING", "WAITING", "PAUSED")  # what a cancellation stops
 ASLEEP = ("PAUSED", "BLOCKED")  # nothing advances these until a human acts
@@ -68,7 +76,7 @@ def utc_now() -> datetime:
 @dataclass
 class StoredEntity:
     ref: str
-    definition: dict[str, Any]
+    definition: Definition
     status: str
     workspace_id: int
 
@@ -89,7 +97,7 @@ class StoredRun:
     trace_id: str
     workspace_id: int
     entity_ref: str
-    definition: dict[str, Any]  # the entity's definition when the run was created (pinned)
+    definition: Definition  # the entity's definition when the run was created (pinned)
     input: Any
     created_at: datetime
     depth_limit: int
@@ -256,20 +264,21 @@ class InMemoryRunStore:
     def __init__(
         self,
         *,
+        screening: Screening,
         clock: Now = utc_now,
         owner: str = "memory-worker",
         lease_seconds: float = 30.0,
         workspace_id: int = 1,
         new_id: Callable[[], str] | None = None,
-        cipher: Any = None,
+        cipher: Cipher | None = None,
         _world: _World | None = None,
     ):
-        """`cipher`: pii_handling's (`encrypt`, `decrypt`; a key of the store's own when
+        """`screening` and `cipher`: pii_handling's (`cipher` a key of the store's own when
         None); every copy of a run's data this store keeps goes through `self.pii`, as in
         the ORM store."""
         self.clock = clock
         self._world = _world or _World()
-        self.pii = PiiCopies(self._world.cipher if cipher is None else cipher)
+        self.pii = PiiCopies(screening, self._world.cipher if cipher is None else cipher)
         self.owner = owner
         self.lease_seconds = lease_seconds
         self.workspace_id = workspace_id
@@ -279,6 +288,7 @@ class InMemoryRunStore:
     def worker(self, owner: str) -> InMemoryRunStore:
         """The same data under another lease owner."""
         return InMemoryRunStore(
+            screening=self.pii.screening,
             clock=self.clock,
             owner=owner,
             lease_seconds=self.lease_seconds,
@@ -293,7 +303,7 @@ class InMemoryRunStore:
     def add_entity(
         self,
         ref: str,
-        definition: dict[str, Any],
+        definition: Definition,
         status: str = "ACTIVE",
         *,
         workspace_id: int | None = None,
@@ -324,9 +334,9 @@ class InMemoryRunStore:
                 raise KeyError(f"no entity {entity_ref!r} in workspace {workspace}")
             definition = entity.definition
             run_id = self.new_id()
-            left = self._lifetime_left(entity, definition)
-            if left is not None and left <= 0:
-                raise lifetime_used(entity.name, lifetime_limit(definition))
+            limit, left = lifetime_limit(definition), self._lifetime_left(entity, definition)
+            if limit is not None and left is not None and left <= 0:
+                raise lifetime_used(entity.name, limit)
             self._world.runs[run_id] = StoredRun(
                 id=run_id,
                 trace_id=run_id,
@@ -601,9 +611,10 @@ class InMemoryRunStore:
                 if entity is None:
                     raise KeyError(f"no entity {request.entity_ref!r} to start")
                 child_id = self.new_id()
+                limit = lifetime_limit(entity.definition)
                 left = self._lifetime_left(entity, entity.definition)
-                if left is not None and left <= 0:  # nothing is written
-                    raise lifetime_used(entity.name, lifetime_limit(entity.definition))
+                if limit is not None and left is not None and left <= 0:  # nothing is written
+                    raise lifetime_used(entity.name, limit)
                 limits = run_limits(entity.definition, child_id, run.budget_anchor, left)
                 limits["limited"] = limits["limited"] or run.limited
                 if limits["budget_usd"] is not None and run.budget_anchor is not None:
@@ -637,7 +648,7 @@ class InMemoryRunStore:
                     entity=entity.name,
                     type=entity.type,
                 )
-            if reserve:
+            if reserve and run.budget_anchor is not None:
                 anchor = self._world.runs[run.budget_anchor]
                 if _room(anchor) < reserve:  # nothing is written, as in a rolled-back commit
                     raise no_room_for_children(self._limit_row(anchor), reserve)
@@ -703,7 +714,11 @@ class InMemoryRunStore:
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
             row = self._world.runs[run.id]
-            if run.parent_id is not None and row.budget_anchor == run.id:
+            if (
+                run.parent_id is not None
+                and row.budget_anchor == run.id
+                and row.budget_usd is not None
+            ):
                 # What it did not use goes back to where its budget was set aside.
                 parent_anchor = self._world.runs[run.parent_id].budget_anchor
                 if parent_anchor is not None:
@@ -915,12 +930,12 @@ class InMemoryRunStore:
         with self._world.lock:
             return self._world.artifacts.setdefault(run.workspace_id, InMemoryArtifactStore())
 
-    def child_definition(self, run: RunView, entity_ref: str) -> dict[str, Any] | None:
+    def child_definition(self, run: RunView, entity_ref: str) -> Definition | None:
         with self._world.lock:
             found = self._resolve(run.workspace_id, entity_ref)
             return found.definition if found is not None else None
 
-    def children_definitions(self, run: RunView, refs: list[str]) -> dict[str, dict[str, Any]]:
+    def children_definitions(self, run: RunView, refs: list[str]) -> dict[str, Definition]:
         found = {}
         for ref in refs:
             definition = self.child_definition(run, ref)
@@ -1184,7 +1199,7 @@ class InMemoryRunStore:
                 for a in self._world.approvals.values()
             )
 
-    def record_judge(self, run: RunView, key: str, verdict: dict) -> None:
+    def record_judge(self, run: RunView, key: str, verdict: dict[str, Any]) -> None:
         with self._world.lock:
             rationale = self.pii.kept(run.definition, verdict.get("rationale", ""))
             self._world.judges.setdefault((run.id, key), _json({**verdict, "rationale": rationale}))
@@ -1203,7 +1218,7 @@ class InMemoryRunStore:
                 self._world.runs[rid].cancel_requested = True
             return found
 
-    def _lifetime_left(self, entity: StoredEntity, definition: dict) -> Decimal | None:
+    def _lifetime_left(self, entity: StoredEntity, definition: Definition) -> Decimal | None:
         limit = lifetime_limit(definition)
         if limit is None:
             return None
@@ -1234,7 +1249,7 @@ class InMemoryRunStore:
     def _name(self, row: StoredRun) -> str:
         return self._world.entities[(row.workspace_id, row.entity_ref)].name
 
-    def _memory_items(self, run: RunView, config: dict[str, Any]) -> list[StoredMemory]:
+    def _memory_items(self, run: RunView, config: Memory) -> list[StoredMemory]:
         """The items of the run's memory scope, newest first."""
         scope = config.get("scope", "SESSION")
         items = [

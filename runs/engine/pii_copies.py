@@ -20,39 +20,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from governance import safety
+from runs.engine.definition import Definition
+from runs.engine.ports import PII_ALLOW, PII_ENCRYPT, PII_REDACT, Cipher, Screening
 
 
 class PiiCopies:
-    """The entity's pii_handling applied to what a store writes; `cipher` is the vault's
-    (`encrypt(str) -> str`, `decrypt(str) -> str`), or None."""
+    """The entity's pii_handling applied to what a store writes, by `screening`
+    (governance/safety.py on the server); `cipher` is the vault's, or None."""
 
-    def __init__(self, cipher: Any = None):
+    def __init__(self, screening: Screening, cipher: Cipher | None = None):
+        self.screening = screening
         self.cipher = cipher
 
-    def mode(self, definition: dict) -> str:
-        mode = definition["governance"]["human_oversight"].get("pii_handling", safety.REDACT)
-        return safety.REDACT if mode == safety.ENCRYPT and self.cipher is None else mode
+    def mode(self, definition: Definition) -> str:
+        mode = definition["governance"]["human_oversight"].get("pii_handling", PII_REDACT)
+        return PII_REDACT if mode == PII_ENCRYPT and self.cipher is None else mode
 
-    def kept(self, definition: dict, value: Any) -> Any:
+    def kept(self, definition: Definition, value: Any) -> Any:
         mode = self.mode(definition)
-        if mode == safety.ALLOW or value is None:
+        if mode == PII_ALLOW or value is None:
             return value
-        encrypt = self.cipher.encrypt if mode == safety.ENCRYPT else None
-        return safety.pii_protect(value, mode, encrypt)
+        encrypt = self.cipher.encrypt if mode == PII_ENCRYPT and self.cipher else None
+        return self.screening.pii_protect(value, mode, encrypt)
 
-    def sealed(self, definition: dict, value: Any) -> Any:
+    def sealed(self, definition: Definition, value: Any) -> Any:
         mode = self.mode(definition)
-        if mode == safety.ALLOW or value is None:
+        if mode == PII_ALLOW or value is None:
             return value
-        return safety.pii_seal(value, mode, None if self.cipher is None else self.cipher.encrypt)
+        encrypt = None if self.cipher is None else self.cipher.encrypt
+        return self.screening.pii_seal(value, mode, encrypt)
 
     def opened(self, value: Any) -> Any:
         if value is None or self.cipher is None:
             return value
-        return safety.pii_open(value, self.cipher.decrypt)
-
-
-def shown(value: Any) -> Any:
-    """A stored value as pages and API answers show it (see module docstring)."""
-    return safety.pii_shown(value)
+        return self.screening.pii_open(value, self.cipher.decrypt)

@@ -12,17 +12,20 @@ import json
 from typing import Any
 
 from runs.engine import jsonlogic
+from runs.engine.definition import Definition
 
 CHILD = "CHILD_ENTITY_INVOCATION"
 
 
-def build_static_plan(definition: dict, child_names: dict[str, str] | None = None) -> list[dict]:
+def build_static_plan(
+    definition: Definition, child_names: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """The plan without dynamic planning: the static plan's steps when it is enabled, else one
     step per child link in order (named after the child), else (an atomic entity) one THOUGHT
     step."""
     child_names = child_names or {}
     links = definition["hierarchy"]["children"]
-    link_of = {}
+    link_of: dict[str, dict[str, Any]] = {}
     for link in links:
         link_of.setdefault(link["child_id"], link)
     static = definition["planning"]["static_plan"]
@@ -84,14 +87,14 @@ def build_static_plan(definition: dict, child_names: dict[str, str] | None = Non
     ]
 
 
-def _condition(link: dict) -> Any:
+def _condition(link: dict[str, Any]) -> Any:
     condition = link.get("condition") or {}
     if link.get("relationship") == "CONDITIONAL" and condition.get("enabled"):
         return condition.get("expression")
     return None
 
 
-def group_at(plan: list[dict], cursor: int) -> list[int]:
+def group_at(plan: list[dict[str, Any]], cursor: int) -> list[int]:
     """Indexes of the steps that run together from `cursor`: consecutive PARALLEL child
     steps form one group; any other step runs alone."""
     if cursor >= len(plan):
@@ -109,18 +112,18 @@ def group_at(plan: list[dict], cursor: int) -> list[int]:
     return group
 
 
-def logic_data(state: dict, run_input: dict, iteration: int) -> dict:
+def logic_data(state: dict[str, Any], run_input: dict[str, Any], iteration: int) -> dict[str, Any]:
     """What JSONLogic sees: the state plus the reserved keys `input` and `iteration`."""
     return {**state, "input": run_input, "iteration": iteration}
 
 
-def holds(expression: Any, data: dict) -> bool:
+def holds(expression: Any, data: dict[str, Any]) -> bool:
     if expression is None:
         return True
     return bool(jsonlogic.evaluate(jsonlogic.parse(expression), data))
 
 
-def apply_output(state: dict, step_name: str, output: Any) -> dict:
+def apply_output(state: dict[str, Any], step_name: str, output: Any) -> dict[str, Any]:
     """A step's output lands under its name and, when an object, its keys at the top level."""
     new_state = dict(state)
     new_state[step_name] = output
@@ -129,7 +132,9 @@ def apply_output(state: dict, step_name: str, output: Any) -> dict:
     return new_state
 
 
-def map_input(mapping: dict, target_schema: dict, data: dict) -> dict:
+def map_input(
+    mapping: dict[str, Any], target_schema: dict[str, Any], data: dict[str, Any]
+) -> dict[str, Any]:
     """A child's input (or a tool's arguments): the mapping's JSONLogic expressions evaluated
     against `data`, else the target schema's property names taken from `data`."""
     if mapping:
@@ -138,7 +143,7 @@ def map_input(mapping: dict, target_schema: dict, data: dict) -> dict:
     return {name: data[name] for name in properties if name in data}
 
 
-def mapped_value(expression: Any, data: dict) -> Any:
+def mapped_value(expression: Any, data: dict[str, Any]) -> Any:
     """One value of a mapping: a JSONLogic operation (an object with one operator key) is
     evaluated; any other object or list is built from its mapped values, so operations
     nested in it are evaluated too ({"data": {"message": {"var": "message"}}}); anything
@@ -152,12 +157,14 @@ def mapped_value(expression: Any, data: dict) -> Any:
     return expression
 
 
-def next_index(plan: list[dict], step: dict, data: dict) -> int | str | None:
+def next_index(
+    plan: list[dict[str, Any]], step: dict[str, Any], data: dict[str, Any]
+) -> int | str | None:
     """Where to go after `step` by its exit conditions: a plan index, "END", "ESCALATE", or
     None to go on to the next step."""
     for exit_condition in step.get("exit_conditions") or []:
         if holds(exit_condition["condition"], data):
-            target = exit_condition["next_step"]
+            target: int | str = exit_condition["next_step"]  # an order, END or ESCALATE
             if target in ("END", "ESCALATE"):
                 return target
             for index, candidate in enumerate(plan):
@@ -166,7 +173,7 @@ def next_index(plan: list[dict], step: dict, data: dict) -> int | str | None:
     return None
 
 
-def extract_output(state: dict, output_schema: dict) -> dict:
+def extract_output(state: dict[str, Any], output_schema: dict[str, Any]) -> dict[str, Any]:
     """The entity's output: each property of its output schema from the top of the state."""
     properties = (output_schema or {}).get("properties") or {}
     if not properties:
@@ -174,10 +181,10 @@ def extract_output(state: dict, output_schema: dict) -> dict:
     return {name: state[name] for name in properties if name in state}
 
 
-def render_template(template: str, data: dict) -> str:
+def render_template(template: str, data: dict[str, Any]) -> str:
     """`{name}` placeholders from the state; objects are written as JSON, unknown names stay."""
 
-    class Values(dict):
+    class Values(dict[str, Any]):
         def __missing__(self, key: str) -> str:
             return "{" + key + "}"
 

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runs.engine import plan as plans
+from runs.engine.definition import Definition
 from runs.engine.ports import VALIDATION_ERROR, ModelReply, ModelRequest
 from runs.engine.prompts import messages_for
 
@@ -231,7 +232,7 @@ def plan_schema(
 
 
 def planning_request(
-    definition: Mapping[str, Any],
+    definition: Definition,
     *,
     child_names: Mapping[str, str],
     static: Sequence[Mapping[str, Any]],
@@ -259,7 +260,7 @@ def planning_request(
         data["context"] = dict(context)
     return request_factory(
         messages=messages_for(
-            dict(definition),
+            definition,
             instruction=instruction,
             data=data,
             reasoning_mode=str(config.get("reasoning_mode", "")),

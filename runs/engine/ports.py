@@ -1,13 +1,16 @@
 """The engine's ports: what it asks of the world, as Protocols and plain data.
 
-The engine imports no Django and no litellm. The model gateway (`runs/gateway.py`), the tool
-runner (`tools/runner.py`) and the run store (`runs/store.py`) implement these on the real
-parts; tests may use in-memory ones.
+The engine imports nothing outside itself (the standard library, and jsonschema, referencing,
+re2, json_logic and cryptography). The model gateway (`runs/gateway.py`), the tool runner
+(`tools/runner.py`), the run store (`runs/store.py`) and safety screening
+(`governance/safety.py`) implement these on the real parts; tests may use in-memory ones.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -142,6 +145,87 @@ class ToolRunner(Protocol):
 
 
 class Clock(Protocol):
-    def now(self) -> float:
-        """Seconds since the epoch."""
+    """Where the engine takes the time from: step starts, deadlines, handoff windows."""
+
+    def now(self) -> datetime:
+        """The current time, timezone-aware (UTC)."""
+        ...
+
+
+class SystemClock:
+    """The machine's clock."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class Cipher(Protocol):
+    """pii_handling ENCRYPT's key (the credential vault's on the server): URL-safe tokens."""
+
+    def encrypt(self, text: str) -> str: ...
+
+    def decrypt(self, token: str) -> str: ...
+
+
+Encrypt = Callable[[str], str]
+Decrypt = Callable[[str], str]
+
+# pii_handling's modes (seed 000 §3.7.3).
+PII_ALLOW = "ALLOW"
+PII_REDACT = "REDACT"
+PII_ENCRYPT = "ENCRYPT"
+
+
+class Flag(Protocol):
+    """What a content filter found, as the engine reports it: which filter and what kind
+    (never the flagged text)."""
+
+    @property
+    def filter(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+
+class ScreeningError(Exception):
+    """A screen that could not give its verdict (the bias judge answered something else)."""
+
+
+class Screening(Protocol):
+    """Safety screening (`governance/safety.py`): the entity's content filters on a model's
+    output, and pii_handling on every copy of a run's data that a log or a store keeps.
+
+    Values are JSON values; the pii_* functions map over every string in them."""
+
+    def scan_many(self, texts: Sequence[str], filters: Iterable[str]) -> Sequence[Sequence[Flag]]:
+        """What `filters` (TOXICITY, PII, PROFANITY; not BIAS) find in each of `texts`."""
+        ...
+
+    def redact_value(self, value: Any, filters: Iterable[str]) -> Any:
+        """`value` with what `filters` find in its strings replaced by `[REDACTED:KIND]`."""
+        ...
+
+    def bias_judge_request(self, text: str, *, provider: str, model: str) -> ModelRequest:
+        """The LLM-judge call asking whether `text` is biased."""
+        ...
+
+    def bias_verdict(self, reply: ModelReply, *, text: str) -> Flag | None:
+        """A BIAS flag when the judge's reply says `text` is biased; ScreeningError when the
+        reply is not a verdict."""
+        ...
+
+    def pii_protect(self, value: Any, mode: str, encrypt: Encrypt | None) -> Any:
+        """A copy a person reads and nothing reads back, as pii_handling `mode` says."""
+        ...
+
+    def pii_reveal(self, value: Any, decrypt: Decrypt) -> Any:
+        """`pii_protect`'s ENCRYPT copy with its tokens decrypted."""
+        ...
+
+    def pii_seal(self, value: Any, mode: str, encrypt: Encrypt | None) -> Any:
+        """A copy the engine reads back later (`pii_open` turns it back)."""
+        ...
+
+    def pii_open(self, value: Any, decrypt: Decrypt | None) -> Any:
+        """The clear value of a sealed copy (pieces redacted for good stay redacted)."""
         ...

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from runs.engine import pinned
+from runs.engine.definition import Definition, Identity
 
 REASONING = {
     "REACT": "Think step by step and act iteratively: reason, decide the next action, observe.",
@@ -16,14 +17,14 @@ REASONING = {
 }
 
 
-def system_prompt(definition: dict) -> str:
+def system_prompt(definition: Definition) -> str:
     """The persona, task, rules and examples of the definition's identity section, composed
     once per (pinned) identity section."""
     identity = definition["identity"]
     return pinned.derived(identity, "system_prompt", lambda: _system_prompt(identity))
 
 
-def _system_prompt(identity: dict) -> str:
+def _system_prompt(identity: Identity) -> str:
     persona = identity.get("persona") or {}
     parts = [persona.get("system_prompt") or f"You are {identity['name']}."]
     description = identity.get("description")
@@ -47,7 +48,7 @@ def _system_prompt(identity: dict) -> str:
 
 
 def messages_for(
-    definition: dict, *, instruction: str, data: dict[str, Any], reasoning_mode: str
+    definition: Definition, *, instruction: str, data: dict[str, Any], reasoning_mode: str
 ) -> tuple[dict[str, Any], ...]:
     user = instruction
     strategy = REASONING.get(reasoning_mode)
@@ -61,12 +62,12 @@ def messages_for(
 
 
 def compose(
-    definition: dict,
+    definition: Definition,
     *,
     instruction: str,
-    run_input: dict,
-    state: dict,
-    plan: list[dict] | None,
+    run_input: dict[str, Any],
+    state: dict[str, Any],
+    plan: list[dict[str, Any]] | None,
     memory: list[Any],
     iterations: Any,
     count_tokens: Any,

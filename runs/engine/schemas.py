@@ -70,7 +70,7 @@ _BY_TEXT: OrderedDict[str, _Compiled] = OrderedDict()
 _LOCK = threading.Lock()
 
 
-def validator(schema: dict) -> Any:
+def validator(schema: dict[str, Any]) -> Any:
     """The compiled Draft 2020-12 validator of `schema`."""
     return _compiled(schema).validator
 
@@ -156,7 +156,7 @@ def _compile(schema: Any) -> Check | None:
     return every
 
 
-def _type(argument: Any, schema: dict) -> Check | None:
+def _type(argument: Any, schema: dict[str, Any]) -> Check | None:
     if isinstance(argument, str):
         return _TYPES.get(argument)
     if isinstance(argument, list) and argument and all(t in _TYPES for t in argument):
@@ -165,7 +165,7 @@ def _type(argument: Any, schema: dict) -> Check | None:
     return None
 
 
-def _properties(argument: Any, schema: dict) -> Check | None:
+def _properties(argument: Any, schema: dict[str, Any]) -> Check | None:
     if not isinstance(argument, dict):
         return None
     compiled = [(name, _compile(sub)) for name, sub in argument.items()]
@@ -181,14 +181,14 @@ def _properties(argument: Any, schema: dict) -> Check | None:
     return properties
 
 
-def _required(argument: Any, schema: dict) -> Check | None:
+def _required(argument: Any, schema: dict[str, Any]) -> Check | None:
     if not isinstance(argument, list) or not all(isinstance(name, str) for name in argument):
         return None
     names = tuple(argument)
     return lambda value: not isinstance(value, dict) or all(name in value for name in names)
 
 
-def _additional_properties(argument: Any, schema: dict) -> Check | None:
+def _additional_properties(argument: Any, schema: dict[str, Any]) -> Check | None:
     if argument is True:
         return lambda value: True
     properties = schema.get("properties", {})
@@ -198,7 +198,7 @@ def _additional_properties(argument: Any, schema: dict) -> Check | None:
     return lambda value: not isinstance(value, dict) or all(key in known for key in value)
 
 
-def _enum(argument: Any, schema: dict) -> Check | None:
+def _enum(argument: Any, schema: dict[str, Any]) -> Check | None:
     if not isinstance(argument, list):
         return None
     # A string equals only an equal string in jsonschema's comparison; other values (where
@@ -207,8 +207,8 @@ def _enum(argument: Any, schema: dict) -> Check | None:
     return lambda value: isinstance(value, str) and value in strings
 
 
-def _length(least: bool) -> Callable[[Any, dict], Check | None]:
-    def make(argument: Any, schema: dict) -> Check | None:
+def _length(least: bool) -> Callable[[Any, dict[str, Any]], Check | None]:
+    def make(argument: Any, schema: dict[str, Any]) -> Check | None:
         if not isinstance(argument, int) or isinstance(argument, bool) or argument < 0:
             return None
         if least:
@@ -218,14 +218,14 @@ def _length(least: bool) -> Callable[[Any, dict], Check | None]:
     return make
 
 
-def _items(argument: Any, schema: dict) -> Check | None:
+def _items(argument: Any, schema: dict[str, Any]) -> Check | None:
     check = _compile(argument)  # with prefixItems (not covered) there is no predicate at all
     if check is None:
         return None
     return lambda value: not isinstance(value, list) or all(check(item) for item in value)
 
 
-_KEYWORDS: dict[str, Callable[[Any, dict], Check | None]] = {
+_KEYWORDS: dict[str, Callable[[Any, dict[str, Any]], Check | None]] = {
     "type": _type,
     "properties": _properties,
     "required": _required,
@@ -244,12 +244,14 @@ _DRAFT = jsonschema.Draft202012Validator
 
 def _retrieve_nothing(uri: str) -> referencing.Resource[Any]:
     # Called for every URI the schema itself does not hold: a reference is never fetched.
-    raise referencing.exceptions.NoSuchResource(ref=uri)
+    # referencing declares its attrs classes with a `__dataclass_transform__` of its own,
+    # which mypy does not read: their generated __init__ is unknown to it.
+    raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
 
 # The registry of every user schema: it holds only what a schema brings (jsonschema adds the
 # metaschemas it ships with), and retrieves nothing.
-LOCAL_ONLY: referencing.Registry[Any] = referencing.Registry(retrieve=_retrieve_nothing)
+LOCAL_ONLY: referencing.Registry[Any] = referencing.Registry(retrieve=_retrieve_nothing)  # type: ignore[call-arg]
 
 
 def _is_regex(instance: Any) -> bool:
@@ -277,7 +279,7 @@ def unresolvable_reference_message(ref: Any) -> str:
     )
 
 
-class SchemaFault(ValidationError):
+class SchemaFault(ValidationError):  # type: ignore[misc]  # jsonschema ships no types
     """A validation error that is the schema's fault (a pattern RE2 refuses, a reference that
     does not resolve inside it): no value passes, so trying again cannot help."""
 
@@ -318,7 +320,7 @@ def _pattern_properties(validator: Any, argument: Any, instance: Any, schema: An
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
-def _extras(instance: dict, schema: dict) -> list[str]:
+def _extras(instance: dict[str, Any], schema: dict[str, Any]) -> list[str]:
     """The keys `additionalProperties` applies to: neither in `properties` nor matched by a
     `patternProperties` pattern (a refused pattern matches nothing)."""
     properties = schema.get("properties", {})
@@ -329,7 +331,7 @@ def _extras(instance: dict, schema: dict) -> list[str]:
     ]
 
 
-def _additional_properties(
+def _additional_properties_re2(
     validator: Any, argument: Any, instance: Any, schema: Any
 ) -> Iterator[Any]:
     # jsonschema's own, with the keys matched by RE2 (its version runs `re` on the patterns).
@@ -380,7 +382,7 @@ def _unevaluated_with_patterns(
 _USER_KEYWORDS = {
     "pattern": _pattern,
     "patternProperties": _pattern_properties,
-    "additionalProperties": _additional_properties,
+    "additionalProperties": _additional_properties_re2,
     "$ref": _local_only("$ref"),
     "$dynamicRef": _local_only("$dynamicRef"),
     "unevaluatedProperties": _local_only("unevaluatedProperties"),
@@ -572,7 +574,7 @@ def reference_loops(schema: Any) -> list[tuple[str | int, ...]]:
     `if`/`then`/`else`, `dependentSchemas`): checking any value would recurse without end.
     A recursive schema that reads a part of the value on each turn (a tree's `children`
     `items`) has none. Iterative: any depth."""
-    nodes: dict[int, tuple[dict, Resolver | None, tuple[str | int, ...]]] = {}
+    nodes: dict[int, tuple[dict[str, Any], Resolver | None, tuple[str | int, ...]]] = {}
     dynamic_anchors: dict[str, list[int]] = {}
     for path, part, part_resolver in _parts(schema, _root_resolver(schema)):
         nodes.setdefault(id(part), (part, part_resolver, path))
@@ -585,7 +587,9 @@ def reference_loops(schema: Any) -> list[tuple[str | int, ...]]:
     references: list[tuple[int, str, list[int]]] = []
     pending = list(nodes)
 
-    def reach(child: dict, resolver: Resolver | None, where: tuple[str | int, ...]) -> int:
+    def reach(
+        child: dict[str, Any], resolver: Resolver | None, where: tuple[str | int, ...]
+    ) -> int:
         if id(child) not in nodes:
             nodes[id(child)] = (child, resolver, where)
             pending.append(id(child))
@@ -627,7 +631,9 @@ def reference_loops(schema: Any) -> list[tuple[str | int, ...]]:
     return sorted(loops, key=lambda where: [str(part) for part in where])
 
 
-def _in_place(part: dict, resolver: Resolver | None) -> Iterator[tuple[dict, Resolver | None]]:
+def _in_place(
+    part: dict[str, Any], resolver: Resolver | None
+) -> Iterator[tuple[dict[str, Any], Resolver | None]]:
     """The subschemas of `part` applied to the same value, each with its resolver."""
     for keyword, value in part.items():
         children: list[Any] = []
@@ -702,7 +708,7 @@ Resolver = Any
 
 def _parts(
     schema: Any, resolver: Resolver | None
-) -> Iterator[tuple[tuple[str | int, ...], dict, Resolver | None]]:
+) -> Iterator[tuple[tuple[str | int, ...], dict[str, Any], Resolver | None]]:
     """Every (sub)schema of `schema` with its path, and the resolver its references resolve
     with (its base URI moved by each `$id` on the way). Iterative: any depth."""
     stack: list[tuple[Any, tuple[str | int, ...], Resolver | None]] = [(schema, (), resolver)]

@@ -14,7 +14,7 @@ from typing import Any
 
 from runs.engine import patterns
 
-Validator = Callable[[str, dict], str | None]
+Validator = Callable[[str, dict[str, Any]], str | None]
 VALIDATORS: dict[str, Validator] = {}
 
 _FIELD = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)")
@@ -29,7 +29,7 @@ def validator(name: str) -> Callable[[Validator], Validator]:
     return register
 
 
-def _field(rule: str, data: dict) -> tuple[str | None, Any]:
+def _field(rule: str, data: dict[str, Any]) -> tuple[str | None, Any]:
     match = _FIELD.match(rule)
     if not match:
         return None, None
@@ -43,7 +43,7 @@ def _field(rule: str, data: dict) -> tuple[str | None, Any]:
 
 
 @validator("length_validator")
-def length_validator(rule: str, data: dict) -> str | None:
+def length_validator(rule: str, data: dict[str, Any]) -> str | None:
     name, value = _field(rule, data)
     if name is None or value is None:
         return None
@@ -58,7 +58,7 @@ def length_validator(rule: str, data: dict) -> str | None:
 
 
 @validator("email_validator")
-def email_validator(rule: str, data: dict) -> str | None:
+def email_validator(rule: str, data: dict[str, Any]) -> str | None:
     name, value = _field(rule, data)
     if value is not None and not _EMAIL.match(str(value)):
         return f"{rule} ({name} is {value!r})"
@@ -66,14 +66,14 @@ def email_validator(rule: str, data: dict) -> str | None:
 
 
 @validator("non_empty")
-def non_empty(rule: str, data: dict) -> str | None:
+def non_empty(rule: str, data: dict[str, Any]) -> str | None:
     name, value = _field(rule, data)
     if name is not None and (value is None or value == "" or value == [] or value == {}):
         return f"{rule} ({name} is empty)"
     return None
 
 
-def rule_problems(rules: list[dict], data: dict) -> list[str]:
+def rule_problems(rules: list[dict[str, Any]], data: dict[str, Any]) -> list[str]:
     problems: list[str] = []
     for rule in rules:
         check = VALIDATORS.get(rule["validator"])

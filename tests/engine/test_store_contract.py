@@ -23,6 +23,7 @@ from approvals.models import Approval
 from approvals.services import approval_decide, approval_fire_due
 from entities.definition import normalize
 from entities.models import Entity
+from governance.safety import SafetyScreening
 from runs.engine.core import Engine, RunStore, RunView
 from runs.engine.memory_store import InMemoryRunStore
 from runs.gateway import LiteLLMGateway
@@ -128,7 +129,7 @@ class _TimeUpAsChildEnds(_Wrapped):
         woken = self._store.finish(run, **kwargs)
         if run.parent_id is not None:
             self._world.engine_in_use.handoff_s = -1.0  # `until` is already behind
-            self._world.engine_in_use.clock = _LATER
+            self._world.engine_in_use.clock = _Later()
         return woken
 
 
@@ -141,8 +142,11 @@ class _ParentBreaksAfterItsChild(_Wrapped):
         return self._store.spawn(run, **kwargs)
 
 
-def _LATER() -> datetime:  # noqa: N802
-    return datetime.now(UTC) + timedelta(days=1)
+class _Later:
+    """The engine's clock a day ahead."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + timedelta(days=1)
 
 
 class World:
@@ -173,6 +177,7 @@ class World:
             tools=self.tools,
             enqueue=self.queue.append,
             enqueue_later=lambda run_id, delay_s: self.later.append((run_id, delay_s)),
+            screening=SafetyScreening(),
             handoff_s=self.handoff_s,
         )
         if self.clock is not None:
@@ -241,6 +246,9 @@ class ManualClock:
     def __call__(self) -> datetime:
         return self.moment
 
+    def now(self) -> datetime:  # the engine's Clock port; the store calls it
+        return self.moment
+
     def advance(self, seconds: float) -> None:
         self.moment += timedelta(seconds=seconds)
 
@@ -251,7 +259,9 @@ class MemoryWorld(World):
     def __init__(self) -> None:
         super().__init__()
         self.clock = ManualClock()
-        self.store = InMemoryRunStore(clock=self.clock, lease_seconds=self.lease_seconds)
+        self.store = InMemoryRunStore(
+            screening=SafetyScreening(), clock=self.clock, lease_seconds=self.lease_seconds
+        )
         self.workers = itertools.count(1)
 
     def worker_store(self) -> RunStore:

@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from entities.models import Entity
+from governance.safety import SafetyScreening
 from runs import services
 from runs.engine.core import Engine
 from runs.gateway import LiteLLMGateway
@@ -42,6 +43,7 @@ class Driver:
             tools=RegistryToolRunner(),
             enqueue=self.queue.append,
             enqueue_later=lambda run_id, delay_s: self.later.append((run_id, delay_s)),
+            screening=SafetyScreening(),
         )
         self.later: list[tuple[str, float]] = []
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from governance.safety import SafetyScreening
 from governance.vault import PiiCipher
 from runs import services
 from runs.engine.core import Engine
@@ -28,6 +29,7 @@ class Driver:
             model=LiteLLMGateway(),
             tools=RegistryToolRunner(),
             enqueue=self.queue.append,
+            screening=SafetyScreening(),
             cipher=PiiCipher(),
         )
 
