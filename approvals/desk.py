@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals.selectors import approval_decided, approvals_open_in_trace
+from approvals.selectors import approval_decided, approvals_open_in_trace, approvals_open_traces
 from approvals.services import approval_close_for_runs, approval_judge_record, approval_request
 from runs.approval_desk import ApprovalRequest, Decided
 
@@ -21,6 +21,9 @@ class Desk:
 
     def any_open(self, *, trace_id: str) -> bool:
         return approvals_open_in_trace(trace_id=trace_id)
+
+    def open_traces(self) -> Any:
+        return approvals_open_traces()
 
     def judge_record(self, *, run_id: str, key: str, verdict: dict[str, Any]) -> None:
         approval_judge_record(run_id=run_id, key=key, verdict=verdict)

@@ -85,3 +85,8 @@ def approval_decided(*, run_id: str, key: str) -> Decided | None:
 def approvals_open_in_trace(*, trace_id: str) -> bool:
     """Whether a request of the trace still waits on a person."""
     return Approval.objects.filter(trace_id=trace_id, status__in=OPEN).exists()
+
+
+def approvals_open_traces() -> QuerySet:
+    """The trace ids with a request still waiting on a person (a subquery)."""
+    return Approval.objects.filter(status__in=OPEN).values("trace_id")

@@ -17,9 +17,9 @@ from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
 
-from entities.admin import ReadOnlyAdminMixin, ScopedWorkspaceFilter, WorkspaceScopedAdmin
 from governance.models import Alert, ApiToken, AuditRecord, Secret
 from governance.permissions import ADMINISTER, has_perm, scope, workspaces_for
+from governance.scoped_admin import ReadOnlyAdminMixin, ScopedWorkspaceFilter, WorkspaceScopedAdmin
 from governance.tokens import api_token_revoke
 from governance.vault import Redacted, secret_delete, secret_set
 

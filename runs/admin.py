@@ -16,7 +16,7 @@ from django.utils.html import format_html, format_html_join
 
 from approvals.models import Approval
 from approvals.notifications import approval_link
-from entities.admin import (
+from governance.scoped_admin import (
     ReadOnlyAdminMixin,
     ReadOnlyInline,
     ScopedWorkspaceFilter,

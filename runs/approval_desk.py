@@ -63,6 +63,11 @@ class ApprovalDesk(Protocol):
         """Whether a person has a request of the trace still to decide."""
         ...
 
+    def open_traces(self) -> Any:
+        """The ids of the traces with a request still open, as a query the caller's query
+        can take in (`trace_id__in=`)."""
+        ...
+
     def judge_record(self, *, run_id: str, key: str, verdict: dict[str, Any]) -> None:
         """Keep a judge's verdict on a review attempt (a replay keeps the first)."""
         ...

@@ -18,8 +18,8 @@ from django.db import connections
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from governance.alerts import evaluate_alerts
 from governance.audit import audit_heads_export
+from runs.alerts import evaluate_alerts
 from runs.executors import enqueue
 from runs.models import ACTIVE, TERMINAL, Run, RunStatus
 from runs.webhooks import webhook_sweep

@@ -43,12 +43,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from entities.models import Workspace
+from governance.addresses import is_public_address
 from governance.models import SecretKind
 from governance.vault import SecretNotFound, secret_resolve, secret_set
 from runs import background
 from runs.models import Run, WebhookDelivery, WebhookStatus
 from runs.selectors import run_document
-from tools.addresses import is_public_address
 
 log = logging.getLogger(__name__)
 
