@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import httpx
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
@@ -19,6 +20,8 @@ from django.db import IntegrityError, transaction
 from entities.models import Workspace
 from governance.addresses import AddressRefused, public_address
 from governance.models import Alert, AlertSeverity
+from governance.permissions import ADMINISTER, users_with
+from governance.vault import VaultError, secret_resolve
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +65,6 @@ def alert_raise(
 def notify(alert_id: int) -> None:
     """Mail the alert to the workspace's admins (Django's email backend: the console in the
     embedded default); a failure is logged, never raised into the caller."""
-    from governance.permissions import ADMINISTER, users_with
-
     alert = Alert.objects.select_related("workspace").get(pk=alert_id)
     recipients = [u.email for u in users_with(alert.workspace, ADMINISTER) if u.email]
     subject = f"[Hierarch] {alert.workspace.name}: {alert.get_kind_display()}"
@@ -83,10 +84,6 @@ def notify(alert_id: int) -> None:
 def slack_post(workspace: Workspace, text: str) -> bool:
     """Post `text` to the workspace's Slack incoming webhook (its URL kept in the vault);
     False, logged without the URL, when it cannot be delivered."""
-    import httpx
-
-    from governance.vault import VaultError, secret_resolve
-
     name = workspace.slack_webhook_secret
     try:
         url = httpx.URL(secret_resolve(workspace.pk, name))
