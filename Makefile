@@ -38,6 +38,7 @@ lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: $(DEV_STAMP)
 	$(BIN)/ruff check --fix .

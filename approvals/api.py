@@ -24,23 +24,9 @@ from approvals.selectors import approval_get, approvals_visible_to
 from approvals.services import FEEDBACK_MAX, approval_decide, can_decide
 from config.api_contract import StrictSerializer, error_responses
 from config.api_lists import ChoicesFilter, FilteredListAPIView, ListFilters
-from entities.models import Entity, Workspace
+from entities.serializers import EntityRefSerializer, WorkspaceRefSerializer
 
 # -- what a request looks like ------------------------------------------------------------------
-
-
-class WorkspaceRefSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = Workspace
-        fields = ["id", "slug", "name"]
-        read_only_fields = fields
-
-
-class EntityRefSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = Entity
-        fields = ["id", "name", "type"]
-        read_only_fields = fields
 
 
 class ApprovalSummarySerializer(serializers.ModelSerializer):

@@ -28,6 +28,7 @@ from approvals.forms import SORTS
 from approvals.models import Risk, Trigger
 from approvals.selectors import approvals_open_for, approvals_visible_to
 from approvals.services import INBOX_GROUP
+from approvals.views import _detail_context, inbox_context
 from governance.permissions import ADMINISTER, APPROVE, workspaces_for
 
 # Refused before the handshake completes: a browser sees the connection fail (HTTP 403).
@@ -85,8 +86,6 @@ def inbox_groups(user: Any) -> list[str]:
 def inbox_push(user_id: int, params: QueryDict, event: ApprovalChanged) -> str | None:
     """The fragments for one change, or None when the user may not see the request (or is
     no longer an active user)."""
-    from approvals.views import inbox_context
-
     # A fresh user object: permissions are cached per object, and this one must be now's.
     user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
     if user is None or not approvals_visible_to(user).filter(pk=event["approval_id"]).exists():
@@ -106,8 +105,6 @@ def inbox_push(user_id: int, params: QueryDict, event: ApprovalChanged) -> str |
 def decision_fragment(user: Any, approval_id: int) -> str:
     """The decision box of an open request page, as it is now for `user`: someone else's
     decision (or a timeout) replaces the forms without a reload."""
-    from approvals.views import _detail_context
-
     approval = approvals_visible_to(user).get(pk=approval_id)
     context = _detail_context(SimpleNamespace(user=user), approval)
     return render_to_string("approvals/detail.html#approval-decision", {**context, "oob": True})

@@ -6,6 +6,8 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from approvals.selectors import approvals_open_for
+
 
 def inbox(request: HttpRequest) -> dict[str, Any]:
     user = getattr(request, "user", None)
@@ -13,8 +15,6 @@ def inbox(request: HttpRequest) -> dict[str, Any]:
         return {}
 
     def count() -> int:
-        from approvals.selectors import approvals_open_for
-
         return approvals_open_for(user).count()
 
     # Lazy: a page that never shows the badge never counts.

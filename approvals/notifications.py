@@ -18,6 +18,8 @@ from django.core.mail import send_mail
 from django.db import close_old_connections, connections
 
 from approvals.models import Approval, ApprovalStatus
+from governance.alerts import slack_post
+from governance.permissions import ADMINISTER, APPROVE, users_with
 from runs import background
 
 log = logging.getLogger(__name__)
@@ -36,8 +38,6 @@ def approval_link(approval: Approval, *, absolute: bool = False) -> str:
 
 def recipients(approval: Approval) -> list[str]:
     """Who is told: the approvers, or the admins once the request escalated."""
-    from governance.permissions import ADMINISTER, APPROVE, users_with
-
     perm = ADMINISTER if approval.status == ApprovalStatus.ESCALATED else APPROVE
     return sorted({user.email for user in users_with(approval.workspace, perm) if user.email})
 
@@ -71,8 +71,6 @@ def message_of(approval: Approval) -> tuple[str, str]:
 
 def notify(approval_id: int) -> None:
     """Send the request's EMAIL and SLACK notifications."""
-    from governance.alerts import slack_post
-
     approval = Approval.objects.select_related("workspace", "entity").filter(pk=approval_id).first()
     if approval is None:
         return

@@ -9,6 +9,7 @@ from django.http import Http404
 
 from approvals.models import OPEN, Approval, ApprovalStatus
 from governance.permissions import ADMINISTER, APPROVE, VIEW, allowed_workspace_ids
+from runs.approval_desk import Decided
 
 
 def _workspaces(user: Any, perm: str) -> frozenset[int] | None:
@@ -46,3 +47,46 @@ def approval_get(user: Any, pk: Any) -> Approval:
         return approvals_visible_to(user).get(pk=int(pk))
     except (Approval.DoesNotExist, ValueError, TypeError):
         raise Http404("no such approval request") from None
+
+
+# -- for the run store (runs/approval_desk.py): not scoped, the engine reads its own runs ------
+
+
+def approval_decided(*, run_id: str, key: str) -> Decided | None:
+    """The run's request `key` as the engine reads it back, or None when never asked."""
+    row = (
+        Approval.objects.filter(run_id=run_id, key=key)
+        .values(
+            "status",
+            "decision",
+            "approved_payload",
+            "reviewer_notes",
+            "locked_constraint",
+            "timeout_action",
+            "escalated_at",
+            "responded_by__username",
+        )
+        .first()
+    )
+    if row is None:
+        return None
+    return Decided(
+        status=row["status"],
+        decision=row["decision"],
+        approved_payload=row["approved_payload"],
+        reviewer_notes=row["reviewer_notes"],
+        locked_constraint=row["locked_constraint"],
+        timeout_action=row["timeout_action"],
+        escalated=row["escalated_at"] is not None,
+        decided_by=row["responded_by__username"] or "",
+    )
+
+
+def approvals_open_in_trace(*, trace_id: str) -> bool:
+    """Whether a request of the trace still waits on a person."""
+    return Approval.objects.filter(trace_id=trace_id, status__in=OPEN).exists()
+
+
+def approvals_open_traces() -> QuerySet:
+    """The trace ids with a request still waiting on a person (a subquery)."""
+    return Approval.objects.filter(status__in=OPEN).values("trace_id")

@@ -1,5 +1,6 @@
-"""Every way an approval changes: asked (by the run store), decided, timed out, escalated,
-closed with its run. (`grep -n "def approval_" approvals/services.py`)
+"""Every way an approval changes: asked (by the run store, through runs/approval_desk.py),
+decided, timed out, escalated, closed with its run. (`grep -n "def approval_"
+approvals/services.py`)
 
 A decision is taken once: the decision is one conditional UPDATE on a request still open, so
 two approvers at the same moment (in two processes) produce one decision, and the other gets
@@ -14,15 +15,19 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from approvals.models import OPEN, Approval, ApprovalStatus, Decision
+from approvals.models import OPEN, RISK_ORDER, Approval, ApprovalStatus, Decision, JudgeDecision
+from approvals.notifications import send_in_background
+from approvals.tasks import notify_approval
 from governance.audit import audit_record
 from governance.models import AuditAction
 from governance.permissions import ADMINISTER, APPROVE, has_perm
-from runs.engine import schemas
+from runs.approval_desk import ApprovalRequest
+from runs.engine import hitl, schemas
+from runs.events import broadcast
+from runs.services import run_note, run_resume
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +84,6 @@ def can_decide(user: Any, approval: Approval) -> bool:
 def edit_problems(approval: Approval, payload: Any) -> dict[str, str]:
     """What is wrong with an edited payload, by field path (`payload` for the whole of it);
     empty when the edit is valid against the schema the engine validates with."""
-    from runs.engine import hitl
-
     if approval.subject == "plan":
         return hitl.edited_plan_problems(payload, approval.context_snapshot.get("plan_rules"))
     schema = approval.edit_schema
@@ -130,6 +133,80 @@ def normalized_constraint(constraint: Any) -> dict:
     if constraint.get("forbid_tools"):
         out["forbid_tools"] = list(dict.fromkeys(constraint["forbid_tools"]))
     return out
+
+
+def approval_request(request: ApprovalRequest) -> Approval:
+    """Inside the run store's transaction: record a request for a person (or, when the
+    checkpoint only notifies, a notice), and after commit tell the workspace's inbox and the
+    ask's EMAIL and SLACK channels. A replay of the same key keeps the first request."""
+    ask = request.ask
+    sealed = request.sealed
+    required = ask.approval_required
+    approval = Approval(
+        run_id=request.run_id,
+        workspace_id=request.workspace_id,
+        entity_id=request.entity_id,
+        trace_id=request.trace_id,
+        key=ask.key,
+        checkpoint_trigger=ask.trigger,
+        step_name=ask.step_name[:200],
+        status=ApprovalStatus.PENDING if required else ApprovalStatus.NOTIFIED,
+        approval_required=required,
+        requested_by=ask.requested_by[:100],
+        subject=sealed["subject"],
+        payload=sealed["payload"],
+        edit_schema=ask.edit_schema,
+        allowed_decisions=list(ask.allowed_decisions),
+        context_snapshot=sealed["context_snapshot"],
+        reasoning_summary=sealed["reasoning_summary"],
+        confidence=ask.confidence,
+        risk_level=request.risk_level,
+        risk_rank=RISK_ORDER[request.risk_level],
+        risk_factors=request.risk_factors,
+        alternatives=sealed["alternatives"],
+        cost_estimate=request.cost_estimate,
+        downstream_impact={**ask.downstream_impact, "time_to_complete": request.time_to_complete},
+        judge=ask.judge,
+        notification_channels=list(ask.channels),
+        timeout_ms=ask.timeout_ms,
+        timeout_action=ask.timeout_action,
+        due_at=request.now + timedelta(milliseconds=ask.timeout_ms)
+        if required and ask.timeout_ms
+        else None,
+        resume_status=ask.resume_status,
+    )
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                approval.save(force_insert=True)
+        except IntegrityError:  # asked before (a replay): keep the first request
+            approval = Approval.objects.get(run_id=request.run_id, key=ask.key)
+        broadcast_inbox(approval)
+        if {"EMAIL", "SLACK"} & set(ask.channels):
+            transaction.on_commit(lambda pk=approval.pk: dispatch_notifications(pk))
+    return approval
+
+
+def approval_judge_record(*, run_id: str, key: str, verdict: dict[str, Any]) -> None:
+    """Keep an LLM judge's verdict on one review attempt (`<kind>:<iteration>:<attempt>:…`);
+    a replay of the same attempt keeps the first."""
+    _, iteration, attempt, _ = key.split(":", 3)
+    try:
+        with transaction.atomic():
+            JudgeDecision.objects.create(
+                run_id=run_id,
+                key=key,
+                iteration=int(iteration),
+                attempt=int(attempt),
+                criterion=str(verdict.get("criterion", ""))[:500],
+                decision=str(verdict["decision"]),
+                confidence=float(verdict["confidence"]),
+                rationale=str(verdict.get("rationale", "")),
+                risk_flags=list(verdict.get("risk_flags") or []),
+                route=str(verdict.get("route") or "auto"),
+            )
+    except IntegrityError:
+        pass  # kept before: a replay of the same review attempt
 
 
 def approval_decide(
@@ -234,37 +311,23 @@ def approval_decide(
 
 
 def _resume_run(approval: Approval, now: Any, event: str, **payload: Any) -> None:
-    """Inside the decision's transaction: wake the paused run (its time waiting on a person
-    does not count against the trace's deadlines), record the event, hint after commit."""
-    from runs.executors import enqueue
-    from runs.models import TERMINAL, Run, RunStatus
-    from runs.store import append_events
-
-    waited = now - approval.requested_at
-    Run.objects.filter(trace_id=approval.trace_id, deadline_at__isnull=False).exclude(
-        status__in=TERMINAL
-    ).update(deadline_at=F("deadline_at") + waited)
-    woken = Run.objects.filter(pk=approval.run_id, status=RunStatus.PAUSED).update(
-        status=approval.resume_status, wake_at=None
+    """Inside the decision's transaction: the paused run goes on (runs.services.run_resume:
+    its time waiting on a person does not count against the trace's deadlines), and the
+    inbox hears of the change after commit."""
+    run_resume(
+        run_id=approval.run_id,
+        trace_id=approval.trace_id,
+        status=approval.resume_status,
+        waited=now - approval.requested_at,
+        event=event,
+        payload={
+            "approval_id": approval.pk,
+            "trigger": approval.checkpoint_trigger,
+            "step": approval.step_name,
+            "status": approval.status,
+            **payload,
+        },
     )
-    append_events(
-        str(approval.trace_id),
-        str(approval.run_id),
-        [
-            (
-                event,
-                {
-                    "approval_id": approval.pk,
-                    "trigger": approval.checkpoint_trigger,
-                    "step": approval.step_name,
-                    "status": approval.status,
-                    **payload,
-                },
-            )
-        ],
-    )
-    if woken:
-        enqueue(str(approval.run_id))
     broadcast_inbox(approval)
 
 
@@ -295,22 +358,16 @@ def approval_fire_due(*, now: Any = None, limit: int = 200) -> int:
                 approval.escalated_at = now
                 approval.due_at = now + timedelta(milliseconds=approval.timeout_ms or 0)
                 approval.save(update_fields=["status", "escalated_at", "due_at"])
-                from runs.store import append_events
-
-                append_events(
-                    str(approval.trace_id),
-                    str(approval.run_id),
-                    [
-                        (
-                            "approval.escalated",
-                            {
-                                "approval_id": approval.pk,
-                                "trigger": approval.checkpoint_trigger,
-                                "step": approval.step_name,
-                                "due_at": approval.due_at.isoformat(),
-                            },
-                        )
-                    ],
+                run_note(
+                    run_id=approval.run_id,
+                    trace_id=approval.trace_id,
+                    event="approval.escalated",
+                    payload={
+                        "approval_id": approval.pk,
+                        "trigger": approval.checkpoint_trigger,
+                        "step": approval.step_name,
+                        "due_at": approval.due_at.isoformat(),
+                    },
                 )
                 transaction.on_commit(lambda pk=approval.pk: dispatch_notifications(pk))
                 broadcast_inbox(approval)
@@ -346,8 +403,6 @@ def approval_close_for_runs(run_ids: list[Any]) -> int:
 
 def broadcast_inbox(approval: Approval) -> None:
     """After commit, tell the open inboxes of the approval's workspace that it changed."""
-    from runs.store import broadcast
-
     message = {
         "type": "approval.changed",
         "approval_id": approval.pk,
@@ -362,10 +417,6 @@ def dispatch_notifications(approval_id: int) -> None:
     """Send a request's EMAIL and SLACK notifications off the engine's path: a Celery task
     with the celery executor, a background thread with the inline one."""
     if settings.HIERARCH_EXECUTOR == "celery":
-        from approvals.tasks import notify_approval
-
         notify_approval.delay(approval_id)
         return
-    from approvals.notifications import send_in_background
-
     send_in_background(approval_id)

@@ -14,6 +14,8 @@ import threading
 from django.conf import settings
 from django.db import connections
 
+from approvals.services import approval_fire_due
+
 log = logging.getLogger(__name__)
 
 _thread: threading.Thread | None = None
@@ -45,8 +47,6 @@ def stop_approval_timer() -> None:
 
 
 def _fire_forever(interval: float) -> None:
-    from approvals.services import approval_fire_due
-
     while not _stop.is_set():
         try:
             approval_fire_due()

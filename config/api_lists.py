@@ -13,6 +13,7 @@ from django.http import QueryDict
 from rest_framework import exceptions, generics, serializers
 
 from config.api_contract import StrictSerializer
+from entities.selectors import workspace_find
 
 
 class ListFilters(StrictSerializer):
@@ -93,8 +94,6 @@ def workspace_among_yours(user: Any, ref: str, field: str = "workspace") -> Any:
     """The user's workspace of a filter or body (id or slug); one they cannot see is refused
     exactly like one that does not exist: 404, as for a workspace in the path. (A 400 would
     refuse a request the schema calls valid: no schema can know which workspaces exist.)"""
-    from entities.selectors import workspace_find
-
     workspace = workspace_find(user=user, ref=ref)
     if workspace is None:
         raise exceptions.NotFound({field: f'no workspace "{ref}" among yours'})

@@ -25,6 +25,7 @@ app.autodiscover_tasks()
 def _start_approval_timer(**_: object) -> None:
     """Approval timeouts fire from the worker's main process, beside the pool, so they are
     on time while every pool process is busy."""
+    # This module loads before Django's apps (config/__init__.py): app modules at call time.
     from approvals.timers import start_approval_timer
 
     start_approval_timer()
@@ -35,7 +36,7 @@ def _keep_database_connections(**_: object) -> None:
     """A worker keeps its database connection from step to step, for up to
     HIERARCH_ENGINE["WORKER_CONN_MAX_AGE"] seconds (Celery's own closing is off:
     CELERY_DB_REUSE_MAX). Pool processes forked later inherit this."""
-    from runs.executors import keep_connections_in_this_process
+    from runs.executors import keep_connections_in_this_process  # see above: at call time
 
     keep_connections_in_this_process()
 
@@ -45,7 +46,7 @@ def _keep_database_connections(**_: object) -> None:
 def _release_database_connections(sender: object = None, **_: object) -> None:
     """Around each task, a connection too old, broken or left in a transaction goes (not
     around a task run eagerly, inside its caller's work, as Celery's own closing skips it)."""
-    from runs.executors import release_connections
+    from runs.executors import release_connections  # see above: at call time
 
     if getattr(getattr(sender, "request", None), "is_eager", False):
         return

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from runs.store import remember_server_loop
+from runs.events import remember_server_loop
 
 
 class RememberLoop:
-    """Records the server's event loop for the engine's threads (`runs/store.py`): with the
+    """Records the server's event loop for the engine's threads (`runs/events.py`): with the
     in-memory channel layer of the embedded default, a live page hears only messages put on
     the loop its consumer runs on."""
 

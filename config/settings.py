@@ -283,7 +283,7 @@ HIERARCH_BASE_URL = HIERARCH_BASE_URL or "http://127.0.0.1:8000"
 
 CELERY_BEAT_SCHEDULE = {
     "evaluate-alerts": {
-        "task": "governance.tasks.evaluate_alerts_task",
+        "task": "runs.tasks.evaluate_alerts_task",
         "schedule": float(HIERARCH_ALERTS_SECONDS),
         "options": {"expires": float(HIERARCH_ALERTS_SECONDS)},
     },

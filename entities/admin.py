@@ -12,7 +12,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import models, transaction
+from django.db import transaction
 from django.forms.models import BaseInlineFormSet
 from django.forms.utils import ErrorList
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -20,7 +20,6 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from config.json_input import CheckedJSONField
 from entities.definition import DefinitionInvalid
 from entities.exchange import ImportFileError, export_workspace, read_import_bytes, size_text
 from entities.forms import (
@@ -61,72 +60,12 @@ from governance.permissions import (
     scope,
     workspaces_for,
 )
-
-
-class WorkspaceScopedAdmin(admin.ModelAdmin):
-    """Shows only the objects of the user's workspaces; writes need `write_perm` there."""
-
-    workspace_path = "workspace"
-    write_perm = DESIGN
-    # Every JSON a designer types is checked like an API body (config/json_input.py).
-    formfield_overrides = {models.JSONField: {"form_class": CheckedJSONField}}
-
-    def workspace_of(self, obj: Any) -> Workspace:
-        for part in self.workspace_path.split("__"):
-            obj = getattr(obj, part)
-        return obj
-
-    def get_queryset(self, request: HttpRequest) -> Any:
-        return scope(super().get_queryset(request), request.user, VIEW, field=self.workspace_path)
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return has_any_membership(request.user)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if obj is None:
-            return has_any_membership(request.user)
-        return has_perm(request.user, VIEW, self.workspace_of(obj))
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return workspaces_for(request.user, self.write_perm).exists()
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if obj is None:
-            return workspaces_for(request.user, self.write_perm).exists()
-        return has_perm(request.user, self.write_perm, self.workspace_of(obj))
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self.has_change_permission(request, obj)
-
-
-class ReadOnlyAdminMixin:
-    """Records written only by the services: listed and shown, never edited here."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class ScopedWorkspaceFilter(admin.SimpleListFilter):
-    """The workspace filter lists only the user's workspaces (never another tenant's name)."""
-
-    title = "workspace"
-    parameter_name = "workspace"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(str(ws.pk), ws.name) for ws in workspaces_for(request.user)]
-
-    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
-        if self.value():
-            return queryset.filter(**{self.field_path: self.value()})
-        return queryset
-
-    field_path = "workspace_id"
+from governance.scoped_admin import (
+    ReadOnlyAdminMixin,
+    ReadOnlyInline,
+    ScopedWorkspaceFilter,
+    WorkspaceScopedAdmin,
+)
 
 
 class TagFilter(admin.SimpleListFilter):
@@ -294,23 +233,6 @@ class PlanStepInline(admin.StackedInline):
     has_change_permission = ChildLinkInline.has_change_permission
     has_delete_permission = ChildLinkInline.has_delete_permission
     has_view_permission = ChildLinkInline.has_view_permission
-
-
-class ReadOnlyInline(admin.TabularInline):
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return True
 
 
 class VersionInline(ReadOnlyInline):

@@ -34,7 +34,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from approvals.api import WorkspaceRefSerializer
 from config.api_contract import Conflict, ErrorSerializer, StrictSerializer, error_responses
 from config.api_lists import ChoicesFilter, FilteredListAPIView, ListFilters, workspace_among_yours
 from entities.definition import SECTIONS, DefinitionInvalid, Problem
@@ -61,6 +60,7 @@ from entities.selectors import (
     entity_version_list,
     workspace_find,
 )
+from entities.serializers import WorkspaceRefSerializer
 from entities.services import (
     SaveResult,
     entities_import,

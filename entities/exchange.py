@@ -34,6 +34,7 @@ def with_relations(queryset: Any) -> Any:
 
 
 def tools_of(workspace: Any) -> dict[str, Any]:
+    # Upwards (entities sits below tools): see entities/validation.py's Catalog.load.
     from tools.models import Tool
 
     return {tool.tool_id: tool for tool in Tool.objects.filter(workspace=workspace)}

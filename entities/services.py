@@ -26,7 +26,7 @@ from entities.definition import (
     normalize,
     normalize_tool,
 )
-from entities.exchange import definition_of, tools_of, with_relations
+from entities.exchange import definition_of, labels_for, tools_of, with_relations
 from entities.models import (
     ChildLink,
     Entity,
@@ -102,8 +102,6 @@ def entities_import(
 ) -> list[SaveResult]:
     """Import a bundle, all or nothing. Each definition updates the entity of the workspace
     whose id or string id (`external_id`) matches its `metadata.id`, or creates a new one."""
-    from entities.exchange import labels_for
-
     targets = [_match(workspace, d) for d in definitions]
     return entities_save(
         workspace=workspace,

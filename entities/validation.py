@@ -18,6 +18,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
 from entities.definition import Problem, is_tool_reference, join_path
+from entities.models import ChildLink, Entity
 
 
 def entity_key(pk: Any) -> str:
@@ -84,7 +85,8 @@ class Catalog:
 
     @classmethod
     def load(cls, workspace: Any) -> Catalog:
-        from entities.models import ChildLink, Entity
+        # Upwards (entities sits below tools): the tool catalog belongs below entities;
+        # until it moves, read here, at call time (see pyproject.toml's apps-layered).
         from tools.models import Tool
 
         nodes: dict[str, Node] = {}

@@ -13,13 +13,14 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
 
-from entities.admin import ReadOnlyAdminMixin, ScopedWorkspaceFilter, WorkspaceScopedAdmin
 from governance.models import Alert, ApiToken, AuditRecord, Secret
 from governance.permissions import ADMINISTER, has_perm, scope, workspaces_for
+from governance.scoped_admin import ReadOnlyAdminMixin, ScopedWorkspaceFilter, WorkspaceScopedAdmin
 from governance.tokens import api_token_revoke
 from governance.vault import Redacted, secret_delete, secret_set
 
@@ -206,8 +207,6 @@ class AlertAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin):
 
     @admin.action(description="Acknowledge the selected alerts")
     def acknowledge(self, request: HttpRequest, queryset: Any) -> None:
-        from django.utils import timezone
-
         done = queryset.filter(acknowledged_at__isnull=True).update(
             acknowledged_at=timezone.now(), acknowledged_by=request.user
         )

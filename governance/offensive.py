@@ -159,6 +159,7 @@ def load_classifier() -> Callable[[list[str]], Any]:
     if _predict is None:
         with _predict_lock:
             if _predict is None:
+                # Loads a scikit-learn model: paid by the first screening, not every start.
                 from profanity_check import profanity_check
 
                 _predict = _direct_scorer(profanity_check) or profanity_check.predict_prob
@@ -170,7 +171,7 @@ _PROBES = ["you are an idiot", "have a lovely day", "this is shit", "the build i
 
 def _direct_scorer(module: Any) -> Callable[[list[str]], Any] | None:
     try:
-        import numpy as np
+        import numpy as np  # loaded already by profanity_check, which brings it
 
         parts = module.model.calibrated_classifiers_
         weights = np.column_stack([part.estimator.coef_.ravel() for part in parts])

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404
 from guardian.models import GroupObjectPermission, UserObjectPermission
-from guardian.shortcuts import assign_perm, remove_perm
+from guardian.shortcuts import assign_perm, get_users_with_perms, remove_perm
 
 from entities.models import Membership, Role, Workspace
 from governance.audit import audit_record
@@ -114,8 +114,6 @@ def has_perm(user: Any, perm: str, workspace: Workspace) -> bool:
 
 def users_with(workspace: Workspace, perm: str) -> list[Any]:
     """The active users who hold `perm` in the workspace (directly or through a group)."""
-    from guardian.shortcuts import get_users_with_perms
-
     users = get_users_with_perms(
         workspace, only_with_perms_in=[perm], with_group_users=True, with_superusers=False
     )

@@ -16,13 +16,13 @@ from django.utils.html import format_html, format_html_join
 
 from approvals.models import Approval
 from approvals.notifications import approval_link
-from entities.admin import (
+from governance.safety import pii_shown as shown
+from governance.scoped_admin import (
     ReadOnlyAdminMixin,
     ReadOnlyInline,
     ScopedWorkspaceFilter,
     WorkspaceScopedAdmin,
 )
-from governance.safety import pii_shown as shown
 from runs.models import (
     TERMINAL,
     Artifact,

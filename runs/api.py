@@ -25,7 +25,7 @@ import hashlib
 import json
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db.models import QuerySet
@@ -40,17 +40,19 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from approvals.api import EntityRefSerializer, WorkspaceRefSerializer
 from config.api_contract import StrictSerializer, error_responses
 from config.api_lists import ChoicesFilter, FilteredListAPIView, ListFilters
-from entities.models import Entity
 from entities.selectors import entity_get, workspace_find
+from entities.serializers import EntityRefSerializer, WorkspaceRefSerializer
 from governance.permissions import ADMINISTER, has_perm
 from runs.models import TERMINAL, Run, RunStatus
 from runs.selectors import run_document, run_duration_estimate, run_get, run_list, trace_tree
 from runs.services import run_cancel, run_execute, run_rerun
 from runs.throttles import WorkspaceRateThrottle
 from runs.webhooks import WebhookRefused, webhook_secret, webhook_url_check
+
+if TYPE_CHECKING:  # the entity a selector found: typed, not queried here
+    from entities.models import Entity
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"

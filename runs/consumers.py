@@ -94,7 +94,7 @@ class Event(TypedDict):
 
 
 class RunEvents(TypedDict):
-    """What `runs.store._broadcast` sends to `trace_<trace_id>`, and what this socket sends."""
+    """What `runs.events._broadcast` sends to `trace_<trace_id>`, and what this socket sends."""
 
     type: Literal["run.events"]
     events: list[Event]

@@ -1,5 +1,9 @@
 """The two executors behind HIERARCH_EXECUTOR; both call `run_advance(run_id)`.
 
+The executors sit below the run services (which hand them work) and the Celery tasks (which
+carry it): what they call is handed to them once the runs app is ready (`executor_install`,
+from runs/apps.py), so nothing here imports upwards.
+
 `inline` runs the engine in a thread pool inside the server process (the embedded default);
 `celery` sends a task that a worker picks up. Either way the hint is sent only after the
 transaction that made the work commits, and it is only a hint: the run's row decides whether
@@ -12,8 +16,9 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
@@ -30,6 +35,32 @@ log = logging.getLogger(__name__)
 DELAYED_HINT_MAX_SECONDS = 10.0
 # A hint that arrives before the run's due time finds nothing to do; aim a little after it.
 _DELAYED_HINT_SLACK_SECONDS = 0.05
+
+
+class _Hintable(Protocol):
+    """A Celery task that takes a run's id (runs.tasks.advance_run)."""
+
+    def delay_on_commit(self, *args: Any) -> None: ...
+
+    def apply_async_on_commit(self, args: tuple, **options: Any) -> None: ...
+
+
+_advance: Callable[[str], None] | None = None  # runs.services.run_advance
+_advance_task: _Hintable | None = None  # runs.tasks.advance_run
+
+
+def executor_install(*, advance: Callable[[str], None], advance_task: _Hintable) -> None:
+    """What the executors call: `advance(run_id)` in an inline thread, `advance_task` sent to
+    a Celery worker (which calls the same service)."""
+    global _advance, _advance_task
+    _advance, _advance_task = advance, advance_task
+
+
+def _installed() -> tuple[Callable[[str], None], _Hintable]:
+    if _advance is None or _advance_task is None:
+        raise RuntimeError("the executors were not installed: is the runs app loaded?")
+    return _advance, _advance_task
+
 
 _pool: ThreadPoolExecutor | None = None
 _pool_threads = 0
@@ -115,11 +146,10 @@ def shutdown_inline_pool() -> None:
 
 
 def _advance_inline(run_id: str) -> None:
-    from runs.services import run_advance
-
+    advance, _ = _installed()
     release_connections()
     try:
-        run_advance(run_id)
+        advance(run_id)
     except Exception:
         log.exception("advancing run %s failed", run_id)
     finally:
@@ -133,9 +163,7 @@ def _submit_inline(run_id: str) -> None:
 def enqueue(run_id: str) -> None:
     """Ask an executor to advance the run once the current transaction commits."""
     if settings.HIERARCH_EXECUTOR == "celery":
-        from runs.tasks import advance_run
-
-        advance_run.delay_on_commit(run_id)
+        _installed()[1].delay_on_commit(run_id)
         return
     transaction.on_commit(lambda: _submit_inline(run_id))
 
@@ -153,9 +181,7 @@ def enqueue_at(run_id: str, delay_s: float) -> None:
         return
     countdown = delay_s + _DELAYED_HINT_SLACK_SECONDS
     if settings.HIERARCH_EXECUTOR == "celery":
-        from runs.tasks import advance_run
-
-        advance_run.apply_async_on_commit((run_id,), countdown=countdown)
+        _installed()[1].apply_async_on_commit((run_id,), countdown=countdown)
         return
 
     transaction.on_commit(lambda: background.later(countdown, _submit_inline, run_id))

@@ -72,6 +72,8 @@ def litellm_module() -> ModuleType:
             # Without this, litellm tries to download its price map on import (and, with no
             # network, retries on every start).
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            # litellm costs seconds and tens of MB to import: only a process that calls a
+            # model pays it (the offline model subclasses litellm's, so it comes with it).
             import litellm
 
             from runs.offline import OfflineModel

@@ -1,4 +1,5 @@
-"""Every way a run changes: start, advance, cancel. (`grep -n "def run_" runs/services.py`)"""
+"""Every way a run changes: start, advance, resume, cancel, raise its budget, note an event.
+(`grep -n "def run_" runs/services.py`)"""
 
 from __future__ import annotations
 
@@ -9,20 +10,24 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Sum
+from django.db.models import F, Sum
 from django.utils import timezone
 
 from entities.models import Entity, Workspace
+from governance.alerts import alert_raise
 from governance.audit import audit_record
-from governance.models import AuditAction
+from governance.models import AlertKind, AuditAction
 from governance.permissions import OPERATE, has_perm
 from runs import sql
+from runs.approval_desk import approval_desk
 from runs.engine import schemas
 from runs.engine.core import BUDGET_EXHAUSTED, lifetime_limit, run_limits
+from runs.engine.validators import rule_problems
+from runs.engine_factory import engine
+from runs.events import append_events
 from runs.executors import enqueue
-from runs.models import ACTIVE, TERMINAL, Run, RunStatus, TraceSequence
+from runs.models import ACTIVE, TERMINAL, IdempotencyKey, Run, RunStatus, TraceSequence
 from runs.store import (
-    append_events,
     latest_version,
     lifetime_left,
     pinned_definition,
@@ -137,8 +142,6 @@ def _within_quotas(workspace_id: int, user: Any, budget: Decimal | None) -> None
     """Seed 000 §8.3's quotas, checked under the workspace's row lock (starts in the same
     workspace take turns, so two cannot both take the last unit): refuse a run that would
     pass one; raise an alert at 90 %."""
-    from governance.alerts import alert_raise
-    from governance.models import AlertKind
 
     workspace = Workspace.objects.select_for_update().get(pk=workspace_id)
     now = timezone.now()
@@ -191,9 +194,39 @@ def _within_quotas(workspace_id: int, user: Any, budget: Decimal | None) -> None
 
 def run_advance(run_id: str) -> None:
     """Do the run's next pieces of work (the executors' one entry point)."""
-    from runs.engine_factory import engine
-
     engine().advance(run_id)
+
+
+def run_resume(
+    *,
+    run_id: Any,
+    trace_id: Any,
+    status: str,
+    waited: timedelta,
+    event: str,
+    payload: dict[str, Any],
+) -> bool:
+    """Inside the caller's transaction: a PAUSED run goes on as `status` (a person decided,
+    or their time ran out). The time the trace waited on the person does not count against
+    its deadlines, so every unfinished run of the trace gets it back; the event is recorded
+    on the run, and the run is handed to the executor after commit. Answers whether the run
+    was woken (a run that is not PAUSED any more is left as it is)."""
+    Run.objects.filter(trace_id=trace_id, deadline_at__isnull=False).exclude(
+        status__in=TERMINAL
+    ).update(deadline_at=F("deadline_at") + waited)
+    woken = Run.objects.filter(pk=run_id, status=RunStatus.PAUSED).update(
+        status=status, wake_at=None
+    )
+    append_events(str(trace_id), str(run_id), [(event, payload)])
+    if woken:
+        enqueue(str(run_id))
+    return bool(woken)
+
+
+def run_note(*, run_id: Any, trace_id: Any, event: str, payload: dict[str, Any]) -> None:
+    """Record an event on the run's trace that changes nothing else of it (an approval that
+    escalated, say), in the caller's transaction; sent to the trace's viewers after commit."""
+    append_events(str(trace_id), str(run_id), [(event, payload)])
 
 
 def run_cancel(*, run: Run, user: Any = None) -> int:
@@ -232,9 +265,7 @@ def run_cancel(*, run: Run, user: Any = None) -> int:
             break
         Run.objects.filter(pk__in=ids, status__in=cancellable).update(cancel_requested=True)
         asked |= ids
-    from approvals.services import approval_close_for_runs
-
-    approval_close_for_runs(list(asked))  # nobody needs to decide for a cancelled run
+    approval_desk().close_for_runs(list(asked))  # nobody decides for a cancelled run
     now = timezone.now()
     # Runs no worker holds are ended at once; a leased one ends when its step returns.
     idle = Run.objects.filter(pk__in=asked, status__in=cancellable).exclude(
@@ -365,8 +396,6 @@ def run_input_problems(*, entity: Entity, input_data: Any, prefix: str = "input_
     """What the entity's current version (the one a run would pin) finds wrong with the input,
     by field path: its io_contract input schema, then its validation rules, as the engine
     checks them when the run starts. Empty when the input is good."""
-    from runs.engine.validators import rule_problems
-
     version = latest_version(entity)
     if version is None:
         return {}
@@ -440,8 +469,6 @@ def _execute(
     idempotency_key: str,
     fingerprint: str,
 ) -> tuple[Run, bool]:
-    from runs.models import IdempotencyKey
-
     now = timezone.now()
     with transaction.atomic():
         if idempotency_key:

@@ -7,7 +7,6 @@ waiting on a due time, or leased by someone else.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -23,7 +22,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, close_old_connections, transaction
 from django.db.models import Avg, Count, Q, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -32,6 +31,7 @@ from entities.models import Entity, EntityVersion
 from governance.safety import SafetyScreening
 from governance.vault import PiiCipher
 from runs import sql
+from runs.approval_desk import ApprovalDesk, ApprovalRequest, approval_desk
 from runs.engine import hitl, pinned
 from runs.engine.core import (
     ChildOutcome,
@@ -52,6 +52,7 @@ from runs.engine.core import (
 )
 from runs.engine.pii_copies import PiiCopies
 from runs.engine.ports import LIMIT_EXCEEDED, ModelReply, ModelRequest, ToolInvocation, ToolResult
+from runs.events import append_event_rows, append_events
 from runs.models import (
     TERMINAL,
     Artifact,
@@ -62,6 +63,7 @@ from runs.models import (
     StepRun,
     ToolCall,
 )
+from runs.webhooks import webhook_schedule
 
 _ZERO = Decimal(0)
 _MICRO = Decimal("0.000001")
@@ -160,10 +162,19 @@ def latest_version(entity: Entity) -> EntityVersion:
 
 
 class OrmRunStore:
-    def __init__(self, owner: str | None = None, *, cipher: Any = _VAULT):
+    def __init__(
+        self,
+        owner: str | None = None,
+        *,
+        cipher: Any = _VAULT,
+        approvals: ApprovalDesk | None = None,
+    ):
         """`cipher`: pii_handling's (the vault's by default); every copy of a run's data this
-        store writes goes through `self.pii` (runs/engine/pii_copies.py)."""
+        store writes goes through `self.pii` (runs/engine/pii_copies.py). `approvals`: where
+        requests for people are made and read (runs/approval_desk.py; the approvals app's
+        by default)."""
         self.owner = owner or new_owner()
+        self.approvals = approvals if approvals is not None else approval_desk()
         self.pii = PiiCopies(SafetyScreening(), PiiCipher() if cipher is _VAULT else cipher)
         # The webhook_url of each root run loaded that has one: its end is POSTed there.
         self._webhooks: dict[str, str] = {}
@@ -991,8 +1002,6 @@ class OrmRunStore:
                 MemoryItem.objects.filter(session=run.trace_id, scope="SESSION").delete()
                 url = self._webhooks.pop(run.id, None)  # this process is done with the run
                 if url:
-                    from runs.webhooks import webhook_schedule
-
                     webhook_schedule(run_id=run.id, url=url, status=run.status)
                 return None
             only_child = run.spawn_group.endswith("/1")
@@ -1069,45 +1078,22 @@ class OrmRunStore:
 
     def approval_verdict(self, run: RunView, key: str) -> hitl.ApprovalVerdict | None:
         self._flush(run)  # a held-back child's end first
-        from approvals.models import Approval
-
-        row = (
-            Approval.objects.filter(run_id=run.id, key=key)
-            .values(
-                "status",
-                "decision",
-                "approved_payload",
-                "reviewer_notes",
-                "locked_constraint",
-                "timeout_action",
-                "escalated_at",
-                "responded_by__username",
-            )
-            .first()
-        )
+        row = self.approvals.decided(run_id=run.id, key=key)
         if row is None:
             return None
         return hitl.ApprovalVerdict(
-            status=row["status"],
-            outcome=hitl.outcome_of(
-                row["status"],
-                row["decision"],
-                row["timeout_action"],
-                row["escalated_at"] is not None,
-            ),
-            payload=self.pii.opened(row["approved_payload"]),
-            notes=row["reviewer_notes"],
-            constraint=row["locked_constraint"],
-            decided_by=row["responded_by__username"] or "",
+            status=row.status,
+            outcome=hitl.outcome_of(row.status, row.decision, row.timeout_action, row.escalated),
+            payload=self.pii.opened(row.approved_payload),
+            notes=row.reviewer_notes,
+            constraint=row.locked_constraint,
+            decided_by=row.decided_by,
         )
 
     def request_approval(
         self, run: RunView, ask: hitl.ApprovalAsk, *, steps: list[StepRecord], events: Events
     ) -> None:
         self._flush(run)  # a held-back child's end first
-        from approvals.models import RISK_ORDER, Approval, ApprovalStatus
-        from approvals.services import broadcast_inbox, dispatch_notifications
-
         now = timezone.now()
         counters = Run.objects.values(
             "total_cost_usd", "total_tokens", "llm_calls", "tool_calls", "budget_usd"
@@ -1146,38 +1132,18 @@ class OrmRunStore:
                 "alternatives": list(ask.alternatives),
             },
         )
-        approval = Approval(
+        request = ApprovalRequest(
             run_id=run.id,
             workspace_id=run.workspace_id,
             entity_id=run.entity_id,
             trace_id=run.trace_id,
-            key=ask.key,
-            checkpoint_trigger=ask.trigger,
-            step_name=ask.step_name[:200],
-            status=ApprovalStatus.PENDING if required else ApprovalStatus.NOTIFIED,
-            approval_required=required,
-            requested_by=ask.requested_by[:100],
-            subject=sealed["subject"],
-            payload=sealed["payload"],
-            edit_schema=ask.edit_schema,
-            allowed_decisions=list(ask.allowed_decisions),
-            context_snapshot=sealed["context_snapshot"],
-            reasoning_summary=sealed["reasoning_summary"],
-            confidence=ask.confidence,
+            ask=ask,
+            sealed=sealed,
             risk_level=level,
-            risk_rank=RISK_ORDER[level],
             risk_factors=factors,
-            alternatives=sealed["alternatives"],
             cost_estimate=estimate,
-            downstream_impact={**ask.downstream_impact, "time_to_complete": time_left},
-            judge=ask.judge,
-            notification_channels=list(ask.channels),
-            timeout_ms=ask.timeout_ms,
-            timeout_action=ask.timeout_action,
-            due_at=now + timedelta(milliseconds=ask.timeout_ms)
-            if required and ask.timeout_ms
-            else None,
-            resume_status=ask.resume_status,
+            time_to_complete=time_left,
+            now=now,
         )
         event = (
             "approval.requested" if required else "approval.noted",
@@ -1189,12 +1155,7 @@ class OrmRunStore:
             },
         )
         with transaction.atomic():
-            try:
-                with transaction.atomic():
-                    approval.save(force_insert=True)
-            except IntegrityError:  # asked before (a replay): keep the first request
-                approval = Approval.objects.get(run_id=run.id, key=ask.key)
-            event[1]["approval_id"] = approval.pk
+            event[1]["approval_id"] = self.approvals.request(request)
             if required:
                 steps, items = self._take_pending(run, steps, [*events.items, event])
                 append_events(run.trace_id, run.id, self._kept_items(run, items))
@@ -1203,37 +1164,17 @@ class OrmRunStore:
                 self._write_steps(run, steps)
             else:
                 run.pending_events.add(*event[:1], **event[1])
-            broadcast_inbox(approval)
-            if {"EMAIL", "SLACK"} & set(ask.channels):
-                transaction.on_commit(lambda pk=approval.pk: dispatch_notifications(pk))
 
     def awaiting_person(self, run: RunView) -> bool:
         self._flush(run)  # a held-back child's end first
-        from approvals.models import OPEN, Approval
-
-        return Approval.objects.filter(trace_id=run.trace_id, status__in=OPEN).exists()
+        return self.approvals.any_open(trace_id=run.trace_id)
 
     def record_judge(self, run: RunView, key: str, verdict: dict) -> None:
         self._flush(run)  # a held-back child's end first
-        from approvals.models import JudgeDecision
-
-        _, iteration, attempt, _ = key.split(":", 3)
-        try:
-            with transaction.atomic():
-                JudgeDecision.objects.create(
-                    run_id=run.id,
-                    key=key,
-                    iteration=int(iteration),
-                    attempt=int(attempt),
-                    criterion=str(verdict.get("criterion", ""))[:500],
-                    decision=str(verdict["decision"]),
-                    confidence=float(verdict["confidence"]),
-                    rationale=self.pii.kept(run.definition, str(verdict.get("rationale", ""))),
-                    risk_flags=list(verdict.get("risk_flags") or []),
-                    route=str(verdict.get("route") or "auto"),
-                )
-        except IntegrityError:
-            pass  # kept before: a replay of the same review attempt
+        rationale = self.pii.kept(run.definition, str(verdict.get("rationale", "")))
+        self.approvals.judge_record(
+            run_id=run.id, key=key, verdict={**verdict, "rationale": rationale}
+        )
 
     # -- calls ----------------------------------------------------------------------------------
 
@@ -1628,8 +1569,6 @@ class _Heartbeat:
 
     @classmethod
     def _beat(cls) -> None:
-        from django.db import close_old_connections
-
         while True:
             time.sleep(max(lease_seconds() / 3, 0.5))
             with cls._lock:
@@ -1770,126 +1709,3 @@ _STEP_UPDATED = (
     "error_message",
     "finished_at",
 )
-
-
-def append_events(trace_id: str, run_id: str, items: list[tuple[str, dict]]) -> None:
-    """Append events with the trace's next sequence numbers; send them after commit."""
-    append_event_rows(trace_id, [(run_id, kind, payload) for kind, payload in items])
-
-
-def append_event_rows(trace_id: str, rows: list[tuple[str, str, dict]]) -> None:
-    """`append_events` for the events of several runs of a trace, each `(run_id, type,
-    payload)`: one statement."""
-    if not rows:
-        return
-    first = sql.append_rows(trace_id, rows, timezone.now())
-
-    def sent() -> None:  # the numbers are in by then, even from a pipeline
-        _broadcast(
-            str(trace_id),
-            [
-                {"seq": first.value() + i, "run_id": str(run_id), "type": kind, "payload": payload}
-                for i, (run_id, kind, payload) in enumerate(rows)
-            ],
-        )
-
-    sql.on_commit(sent)
-
-
-def broadcast(group: str, message: dict) -> None:
-    """Hand one message to a channel-layer group without waiting (at most once)."""
-    sender = _sender()
-    if sender is None:
-        return
-    loop, layer = sender
-    asyncio.run_coroutine_threadsafe(_send(layer, group, message), loop)
-
-
-# Events waiting for a sender's loop, by trace: the commits of a busy run come faster than
-# one message each is worth (waking the loop, a group_send, every socket's write), so what
-# arrives while a send is pending joins it, one message per trace. Kept per sender: events
-# for the server's loop must never join a send pending on the process's own sender loop
-# (the in-memory layer wakes a consumer only from the consumer's loop).
-_WAITING: dict[asyncio.AbstractEventLoop, dict[str, list[dict]]] = {}
-_ARMED: dict[asyncio.AbstractEventLoop, float] = {}  # when each loop's send was asked for
-_WAITING_LOCK = threading.Lock()
-GATHER_SECONDS = 0.02  # how long a send waits for more of the same burst
-
-
-def _broadcast(trace_id: str, events: list[dict]) -> None:
-    """Hand the events to the channel layer without waiting: delivery is at most once, and a
-    reader that misses one re-reads the trace from the database after its last number."""
-    sender = _sender()
-    if sender is None:
-        return
-    loop, layer = sender
-    now = time.monotonic()
-    with _WAITING_LOCK:
-        waiting = _WAITING.setdefault(loop, {})
-        # A send is on its way and takes these too, unless its loop has gone (closed) since.
-        pending = bool(waiting) and now - _ARMED.get(loop, 0.0) < 1.0
-        waiting.setdefault(trace_id, []).extend(events)
-        if not pending:
-            _ARMED[loop] = now
-        for gone in [other for other in _WAITING if other.is_closed()]:
-            del _WAITING[gone]
-            _ARMED.pop(gone, None)
-    if not pending:
-        with contextlib.suppress(RuntimeError):  # a loop closed meanwhile: the next one sends
-            loop.call_soon_threadsafe(loop.call_later, GATHER_SECONDS, _send_waiting, layer)
-
-
-def _send_waiting(layer: Any) -> None:
-    """On the sender's loop: one message per trace with every event waiting for it."""
-    loop = asyncio.get_running_loop()
-    with _WAITING_LOCK:
-        waiting = _WAITING.pop(loop, {})
-    for trace_id, events in waiting.items():
-        message = {"type": "run.events", "events": events}
-        asyncio.ensure_future(_send(layer, f"trace_{trace_id}", message))
-
-
-_SERVER_LOOP: asyncio.AbstractEventLoop | None = None
-
-
-def remember_server_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """The ASGI server's event loop (config/asgi.py records it on the first connection).
-    The in-memory channel layer (the embedded default) wakes a consumer only when the
-    message is put on the consumer's own loop, so its sends go there."""
-    global _SERVER_LOOP
-    _SERVER_LOOP = loop
-
-
-async def _send(layer: Any, group: str, message: dict) -> None:
-    with contextlib.suppress(Exception):  # a full or absent layer must not break a run
-        await layer.group_send(group, message)
-
-
-_SENDER: tuple[asyncio.AbstractEventLoop, Any] | None = None
-_SENDER_LOCK = threading.Lock()
-
-
-def _sender() -> tuple[asyncio.AbstractEventLoop, Any] | None:
-    """One event loop thread per process for channel-layer sends (async_to_sync per event
-    cost about a millisecond)."""
-    global _SENDER
-    server = _SERVER_LOOP
-    if server is not None and not server.is_closed():
-        from channels.layers import InMemoryChannelLayer, get_channel_layer
-
-        layer = get_channel_layer()
-        if isinstance(layer, InMemoryChannelLayer):
-            return server, layer
-    if _SENDER is not None:
-        return _SENDER
-    with _SENDER_LOCK:
-        if _SENDER is None:
-            from channels.layers import get_channel_layer
-
-            layer = get_channel_layer()
-            if layer is None:
-                return None
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="hierarch-events", daemon=True).start()
-            _SENDER = (loop, layer)
-    return _SENDER

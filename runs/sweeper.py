@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import timedelta
 
 from django.conf import settings
@@ -17,8 +18,11 @@ from django.db import connections
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from governance.audit import audit_heads_export
+from runs.alerts import evaluate_alerts
 from runs.executors import enqueue
 from runs.models import ACTIVE, TERMINAL, Run, RunStatus
+from runs.webhooks import webhook_sweep
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +77,6 @@ def start_inline_sweeper(interval: float | None = None) -> None:
 
 
 def _sweep_forever(interval: float) -> None:
-    import time
-
-    from governance.alerts import evaluate_alerts
-    from governance.audit import audit_heads_export
-    from runs.webhooks import webhook_sweep
-
     never = threading.Event()
     alerts_due = heads_due = 0.0
     while True:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from runs.alerts import evaluate_alerts
 from runs.services import run_advance
 from runs.sweeper import sweep
 from runs.webhooks import webhook_deliver, webhook_sweep
@@ -24,3 +25,8 @@ def sweep_runs() -> None:
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def deliver_webhook(delivery_pk: int) -> None:
     webhook_deliver(delivery_pk=delivery_pk)
+
+
+@shared_task(ignore_result=True)
+def evaluate_alerts_task() -> None:
+    evaluate_alerts()

@@ -10,6 +10,7 @@ one level or one node; deeper subtrees stay collapsed, with their child count.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -216,8 +217,6 @@ def node_rows(*, user: Any, trace_id: Any, ids: list[str]) -> list[Run]:
 
 def parse_ids(raw: str) -> list[str]:
     """`?ids=` of the rows refresh: comma-separated run ids, at most MAX_ROWS."""
-    import uuid
-
     ids: list[str] = []
     for part in raw.split(","):
         part = part.strip()

@@ -34,7 +34,7 @@ import socket
 import time
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from django.conf import settings
@@ -42,9 +42,13 @@ from django.db import IntegrityError, close_old_connections, connections, transa
 from django.db.models import Q
 from django.utils import timezone
 
+from entities.models import Workspace
+from governance.addresses import is_public_address
+from governance.models import SecretKind
+from governance.vault import SecretNotFound, secret_resolve, secret_set
 from runs import background
 from runs.models import Run, WebhookDelivery, WebhookStatus
-from tools.addresses import is_public_address
+from runs.selectors import run_document
 
 log = logging.getLogger(__name__)
 
@@ -123,10 +127,6 @@ def webhook_url_check(raw: str) -> str:
 
 def webhook_secret(workspace_id: int) -> str:
     """The workspace's webhook signing secret, made (and kept in the vault) on first need."""
-    from entities.models import Workspace
-    from governance.models import SecretKind
-    from governance.vault import SecretNotFound, secret_resolve, secret_set
-
     try:
         return secret_resolve(workspace_id, SECRET_NAME)
     except SecretNotFound:
@@ -152,6 +152,24 @@ def signature(secret: str, body: bytes) -> str:
 # -- scheduling ---------------------------------------------------------------------------------
 
 
+class _Hintable(Protocol):
+    """A Celery task that takes a delivery's id (runs.tasks.deliver_webhook)."""
+
+    def delay_on_commit(self, *args: Any) -> None: ...
+
+    def apply_async_on_commit(self, args: tuple, **options: Any) -> None: ...
+
+
+_deliver_task: _Hintable | None = None
+
+
+def webhook_hints_install(*, deliver_task: _Hintable) -> None:
+    """The Celery task that carries a delivery's hint with HIERARCH_EXECUTOR=celery, handed
+    over once the runs app is ready (runs/apps.py): the tasks sit above this module."""
+    global _deliver_task
+    _deliver_task = deliver_task
+
+
 def webhook_schedule(*, run_id: str, url: str, status: str) -> WebhookDelivery | None:
     """In the transaction that ends a root run: the first attempt's row, sent after commit."""
     event = EVENTS.get(status)
@@ -169,12 +187,12 @@ def _hint(delivery_pk: int, delay_s: float) -> None:
     if delay_s > LONGEST_HINT_SECONDS:
         return  # webhook_sweep sends it when it is due
     if settings.HIERARCH_EXECUTOR == "celery":
-        from runs.tasks import deliver_webhook
-
+        if _deliver_task is None:
+            raise RuntimeError("no webhook task installed: is the runs app loaded?")
         if delay_s > 0:
-            deliver_webhook.apply_async_on_commit((delivery_pk,), countdown=delay_s)
+            _deliver_task.apply_async_on_commit((delivery_pk,), countdown=delay_s)
         else:
-            deliver_webhook.delay_on_commit(delivery_pk)
+            _deliver_task.delay_on_commit(delivery_pk)
         return
 
     transaction.on_commit(lambda: background.later(delay_s, _deliver_in_thread, delivery_pk))
@@ -227,8 +245,6 @@ def _claim(delivery_pk: int) -> bool:
 
 
 def _body(run: Run) -> bytes:
-    from runs.selectors import run_document
-
     return json.dumps(run_document(run), separators=(",", ":"), ensure_ascii=False).encode()
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import transaction
 
 from entities.models import Workspace
 from governance.permissions import OPERATE, has_perm
@@ -196,8 +197,6 @@ def forget_on_change(sender: Any, instance: Any, **kwargs: Any) -> None:
     """Signal receiver: a membership or grant changed, so this process's answers for its user
     are stale. Dropped now, and again after the commit (a check in between, on another
     connection, still saw the old rows)."""
-    from django.db import transaction
-
     user_id = getattr(instance, "user_id", None)
     DEFAULT_ACCESS.forget(user_id)
     transaction.on_commit(lambda: DEFAULT_ACCESS.forget(user_id))

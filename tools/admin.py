@@ -10,11 +10,11 @@ from django.contrib.auth import get_user_model
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
 
-from entities.admin import ScopedWorkspaceFilter, WorkspaceScopedAdmin
 from entities.definition import normalize_tool
 from entities.forms import PrettyJSONField
 from entities.models import Entity
 from governance.permissions import ADMINISTER, DESIGN, VIEW, has_perm, workspaces_for
+from governance.scoped_admin import ScopedWorkspaceFilter, WorkspaceScopedAdmin
 from tools.models import Tool, ToolGrant, ToolPermission
 from tools.services import tool_grant_add, tool_grant_revoke
 

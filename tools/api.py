@@ -14,9 +14,9 @@ from django.urls import path, reverse
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, serializers
 
-from approvals.api import WorkspaceRefSerializer
 from config.api_contract import error_responses
 from config.api_lists import ChoicesFilter, FilteredListAPIView, ListFilters
+from entities.serializers import WorkspaceRefSerializer
 from tools.models import Tool, ToolPermission
 from tools.selectors import tool_get, tool_list
 

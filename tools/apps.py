@@ -9,6 +9,7 @@ class ToolsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Models are importable only once the app registry is ready.
         from entities.models import Membership
         from tools.access import forget_on_change
         from tools.models import ToolGrant

@@ -18,6 +18,8 @@ class ToolPermission(models.TextChoices):
 
 def implementation_choices() -> list[tuple[str, str]]:
     """The registered built-ins; a callable so that a new adapter needs no migration."""
+    # At call time: the adapters import the models (record's RecordedRow), and a models
+    # module is loaded by Django's app registry before any of its app's other modules.
     from tools.builtin import BUILTINS
 
     return [(name, name) for name in sorted(BUILTINS)]

@@ -163,7 +163,7 @@ class RedisRateLimiter:
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisRateLimiter:
-        import redis
+        import redis  # only a process that counts in Redis loads its client
 
         client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
         return cls(client, **kwargs)
@@ -179,7 +179,7 @@ class RedisRateLimiter:
         arguments: list[int] = []
         for window in windows:
             arguments += [window.limit, window.seconds + 60]
-        import redis
+        import redis  # loaded already by from_url
 
         try:
             refused = int(self._script(keys=keys, args=arguments))
@@ -208,6 +208,8 @@ class DatabaseRateLimiter:
         self._sql: tuple[str, str] | None = None
 
     def acquire(self, key: str, limits: Mapping[str, Any]) -> Decision:
+        # The limiters' arithmetic and the Redis one need no Django settings; only the
+        # database limiter does, when it counts.
         from django.db import connections, transaction
 
         windows = parse_limits(limits)
@@ -233,7 +235,7 @@ class DatabaseRateLimiter:
 
     def _statements(self, connection: Any) -> tuple[str, str]:
         if self._sql is None:
-            from tools.models import RateCounter
+            from tools.models import RateCounter  # see acquire: Django only when counting
 
             q = connection.ops.quote_name
             table = q(RateCounter._meta.db_table)
@@ -265,7 +267,7 @@ _limiters_lock = threading.Lock()
 
 def rate_limiter() -> RateLimiter:
     """The backend the settings choose, one per process (and per setting, for tests)."""
-    from django.conf import settings
+    from django.conf import settings  # see DatabaseRateLimiter.acquire
 
     choice = getattr(settings, "HIERARCH_RATE_LIMIT_BACKEND", "auto")
     url = getattr(settings, "REDIS_URL", "") or ""

@@ -13,8 +13,8 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-from governance.alerts import evaluate_alerts
 from governance.models import Alert
+from runs.alerts import evaluate_alerts
 from runs.models import Run
 from runs.services import RunRefused, run_start
 from tests.factories import EntityFactory, UserFactory, grant

@@ -314,10 +314,11 @@ def test_an_escalated_request_is_mailed_to_the_admins(db, acme, dave):
 @pytest.mark.django_db(transaction=True)
 def test_the_timer_thread_fires_a_due_timeout_without_any_worker(acme, monkeypatch):
     from approvals import timers
-    from runs import executors
+    from runs import services
 
     hinted: list[str] = []
-    monkeypatch.setattr(executors, "enqueue", hinted.append)
+    # The decision resumes the run through runs.services.run_resume, which hands it on.
+    monkeypatch.setattr(services, "enqueue", hinted.append)
     run = Driver().run(
         tool_entity(
             acme, {"trigger": "BEFORE_TOOL_CALL", "timeout_ms": 1000, "timeout_action": "ABORT"}

@@ -23,15 +23,14 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import socket
 import time
 from typing import Any
 
 import httpx
 from django.conf import settings
 
+from governance.addresses import AddressRefused, is_public_address, public_address
 from runs.engine.ports import PERMISSION_DENIED, TIMEOUT, VALIDATION_ERROR, ToolError
-from tools.addresses import is_public_address
 from tools.builtin.base import ToolContext, check_arguments
 
 NAME = "http_request"
@@ -262,21 +261,13 @@ def resolve(url: httpx.URL, host: str) -> str:
     """The address to connect to, once every address the name resolves to is checked."""
     port = url.port or (443 if url.scheme == "https" else 80)
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        # Name resolution fails for a moment as often as for good: let the retry policy judge.
-        raise ToolError(f"cannot resolve host {host}: {exc.strerror or exc}") from None
-    addresses = [info[4][0] for info in infos]
-    if not getattr(settings, "HIERARCH_HTTP_ALLOW_PRIVATE", False):
-        for address in addresses:
-            if not is_public_address(address):
-                raise ToolError(
-                    f"host {host} resolves to {address}, a private, loopback or reserved "
-                    "address (set HIERARCH_HTTP_ALLOW_PRIVATE to call one)",
-                    permanent=True,
-                    code=PERMISSION_DENIED,
-                )
-    return addresses[0]
+        return public_address(host, port)
+    except AddressRefused as exc:
+        # A name that does not resolve fails for a moment as often as for good: the retry
+        # policy judges; a private address is refused for good.
+        if exc.permanent:
+            raise ToolError(str(exc), permanent=True, code=PERMISSION_DENIED) from None
+        raise ToolError(str(exc)) from None
 
 
 def _refuse_private_literal(host: str) -> None:

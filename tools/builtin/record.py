@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from runs.engine.ports import ToolError
 from tools.builtin.base import Replayed, ToolContext, check_arguments
+from tools.models import RecordedRow
 
 NAME = "record"
 MAX_KEY_LENGTH = 255  # RecordedRow.idempotency_key
@@ -63,8 +64,6 @@ PARAMETERS = DEFINITION["function_schema"]["parameters"]
 
 
 def run(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any] | Replayed:
-    from tools.models import RecordedRow
-
     _check(arguments, context)
     # get_or_create inserts in a savepoint and, on the unique key's IntegrityError, reads the
     # winner's row: on PostgreSQL the loser's INSERT waits for the winner to commit first.

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
+from django.core.validators import validate_slug
+from django.db import transaction
 
 from entities.definition import DefinitionInvalid
 from entities.exchange import ImportFileError, read_import_file
@@ -36,8 +39,6 @@ class Command(BaseCommand):
                 )
             target = Workspace(name=workspace_name or workspace, slug=workspace)
         try:
-            from django.db import transaction
-
             with transaction.atomic():
                 if created_workspace:
                     target.save()
@@ -62,9 +63,6 @@ class Command(BaseCommand):
 
 
 def _valid_slug(slug: str) -> bool:
-    from django.core.exceptions import ValidationError
-    from django.core.validators import validate_slug
-
     try:
         validate_slug(slug)
     except ValidationError:

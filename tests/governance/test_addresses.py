@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from governance.addresses import is_public_address
 from runs.webhooks import WebhookRefused, webhook_url_check
-from tools.addresses import is_public_address
 
 pytestmark = pytest.mark.smoke
 

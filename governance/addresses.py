@@ -1,6 +1,6 @@
 """Whether an IP address is one the product may call on a user's behalf: the http_request tool
-(`tools/builtin/http_request.py`) and webhooks (`runs/webhooks.py`) both ask here, so the two
-cannot drift apart.
+(`tools/builtin/http_request.py`), webhooks (`runs/webhooks.py`) and Slack notifications
+(`governance/alerts.py`) all ask here, so they cannot drift apart.
 
 `ipaddress`'s `is_global` alone is not enough: several IPv6 forms carry an IPv4 address inside
 them, and a host that translates or tunnels them (a NAT64 gateway, a 6to4 relay, a dual-stack
@@ -13,6 +13,9 @@ checked too, whatever form carries it.
 from __future__ import annotations
 
 import ipaddress
+import socket
+
+from django.conf import settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -59,3 +62,34 @@ def is_public_address(address: str) -> bool:
         # not meaningful for it.
         return all(_is_global(inner) for inner in embedded)
     return _is_global(ip) and all(_is_global(inner) for inner in embedded)
+
+
+class AddressRefused(Exception):
+    """A host that may not be called: `permanent` when it resolves to an address that is not
+    public, not when its name did not resolve (that may pass)."""
+
+    def __init__(self, message: str, *, permanent: bool):
+        super().__init__(message)
+        self.permanent = permanent
+
+
+def public_address(host: str, port: int) -> str:
+    """The address to connect to, once every address the name resolves to is checked
+    (a private one only where HIERARCH_HTTP_ALLOW_PRIVATE says); else AddressRefused."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise AddressRefused(
+            f"cannot resolve host {host}: {getattr(exc, 'strerror', None) or exc}",
+            permanent=False,
+        ) from None
+    addresses = [info[4][0] for info in infos]
+    if not getattr(settings, "HIERARCH_HTTP_ALLOW_PRIVATE", False):
+        for address in addresses:
+            if not is_public_address(address):
+                raise AddressRefused(
+                    f"host {host} resolves to {address}, a private, loopback or reserved "
+                    "address (set HIERARCH_HTTP_ALLOW_PRIVATE to call one)",
+                    permanent=True,
+                )
+    return addresses[0]

@@ -1,0 +1,32 @@
+"""The approvals app's side of runs/approval_desk.py: what the run store and the run
+services ask of approvals, answered by this app's services and selectors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from approvals.selectors import approval_decided, approvals_open_in_trace, approvals_open_traces
+from approvals.services import approval_close_for_runs, approval_judge_record, approval_request
+from runs.approval_desk import ApprovalRequest, Decided
+
+
+class Desk:
+    """runs.approval_desk.ApprovalDesk, installed by ApprovalsConfig.ready."""
+
+    def request(self, request: ApprovalRequest) -> int:
+        return approval_request(request).pk
+
+    def decided(self, *, run_id: str, key: str) -> Decided | None:
+        return approval_decided(run_id=run_id, key=key)
+
+    def any_open(self, *, trace_id: str) -> bool:
+        return approvals_open_in_trace(trace_id=trace_id)
+
+    def open_traces(self) -> Any:
+        return approvals_open_traces()
+
+    def judge_record(self, *, run_id: str, key: str, verdict: dict[str, Any]) -> None:
+        approval_judge_record(run_id=run_id, key=key, verdict=verdict)
+
+    def close_for_runs(self, run_ids: list[Any]) -> int:
+        return approval_close_for_runs(run_ids)
