@@ -209,6 +209,9 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
         # run then goes on from the sweeper).
         "timeout": env_float("DB_POOL_TIMEOUT", 30.0),
     }
+    # Behind a pooler in transaction mode (PgBouncer) a server-side cursor (QuerySet.iterator,
+    # the audit chain's verification) cannot outlive its transaction: read in chunks instead.
+    _db["DISABLE_SERVER_SIDE_CURSORS"] = env_bool("DB_DISABLE_SERVER_SIDE_CURSORS", False)
 else:
     raise ImproperlyConfigured(f"DATABASE_URL uses {_db['ENGINE']}; use postgres:// or sqlite://")
 DATABASES = {"default": _db}
