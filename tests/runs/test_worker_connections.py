@@ -270,3 +270,17 @@ def test_a_celery_worker_thread_lets_go_of_its_connection_around_each_task():
         backend()  # the task's work
         fixup.on_task_postrun(sender=advance_run)
         assert connection.connection is None
+
+
+def test_the_readme_deploys_the_worker_the_bench_starts_with_steps_in_flight(settings):
+    """One command in three places: config/celery.py's WORKER_COMMAND is the README's and the
+    one bench/engine.py starts; the settings make it a pool of threads, acknowledged late."""
+    from config.celery import WORKER_COMMAND, app
+
+    command = " ".join(WORKER_COMMAND)
+    assert f"| `{command}` |" in (ROOT / "README.md").read_text()
+    assert "*WORKER_COMMAND]" in (ROOT / "bench" / "engine.py").read_text()
+    assert app.conf.worker_pool == "threads"
+    assert app.conf.worker_concurrency == settings.CELERY_WORKER_CONCURRENCY >= 32
+    assert app.conf.worker_prefetch_multiplier == 1
+    assert app.conf.task_acks_late and app.conf.task_reject_on_worker_lost
