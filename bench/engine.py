@@ -1,17 +1,21 @@
 """Engine speed: run a generated hierarchy end to end and print what it cost.
 
     .venv/bin/python bench/engine.py --shape 10,10,10 [--links sequential|parallel]
-        [--executor sync|inline|celery] [--workers N] [--governed] [--json] [--profile FILE]
+        [--executor sync|inline|celery] [--workers N] [--latency-ms N] [--governed] [--json]
+        [--profile FILE]
 
 Builds process → agents → skills → actions of the given shape (3,2,2 is 22 nodes; 5,5,5 is
-156; 10,10,10 is 1,111). Each action makes one model call (the offline model, zero latency,
-through litellm) to fill the arguments of one tool call. The hierarchy is imported into a
-fresh workspace of the database of DATABASE_URL, run once, and measured:
+156; 10,10,10 is 1,111). Each action makes one model call (the offline model, through
+litellm; `--latency-ms` makes each call of the run that slow, 0 by default) to fill the
+arguments of one tool call. The hierarchy is imported into a fresh workspace of the database
+of DATABASE_URL, run once, and measured:
 
 - `sync`: advanced in this process and thread, one step after another (one worker), with
-  exact query counts;
+  exact query counts, through the engine's wiring (runs/engine_factory.py);
 - `inline`: the inline executor's thread pool (`--workers` threads);
-- `celery`: `--workers` Celery worker processes started for the run (needs a broker).
+- `celery`: `--workers` Celery workers started for the run with the README's command
+  (config/celery.py WORKER_COMMAND; a node name each when there are several) and the
+  settings' pool of threads (needs a broker).
 
 With --governed the tree runs under a budget and call limits (seed 000 §3.7, never reached),
 so the difference to a run without shows what checking them costs per node.
@@ -21,7 +25,12 @@ queries_per_node and round_trips_per_node (sync only, where they are counted in 
 statements sent, BEGIN and COMMIT included, and the exchanges with the database the worker
 waited for), cpu_ms_per_node (sync only), db_cpu_ms_per_node (sync, PostgreSQL on this
 host: its backend process's CPU), rows_per_node, peak_rss_mb (this process) and
-worker_peak_rss_mb (celery).
+worker_peak_rss_mb (celery). On PostgreSQL also db_connections_peak (the most connections to
+the database at once over the run, sampled every 10 ms from pg_stat_activity: every process's,
+this one's included) and, with celery, worker_db_connections_peak (the workers' alone);
+calls_in_flight_peak (the most model calls at once, from their records' end and latency),
+worker_rss_mb_per_call_in_flight and worker_cpu_ms_per_node (celery: the workers' CPU over
+the run).
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -159,16 +169,16 @@ CPU: dict[str, float] = {}  # this process's CPU time over the run (sync only)
 def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]:
     from governance.safety import SafetyScreening
     from runs.engine.core import Engine
-    from runs.gateway import LiteLLMGateway
+    from runs.engine_factory import parts
     from runs.services import run_start
     from runs.store import OrmRunStore
-    from tools.runner import RegistryToolRunner
 
     queue: list[str] = []
+    model, tools = parts()  # as a worker has them: each lets go of the connection to wait
     engine = Engine(
         store=OrmRunStore(),
-        model=LiteLLMGateway(),
-        tools=RegistryToolRunner(),
+        model=model,
+        tools=tools,
         enqueue=queue.append,
         screening=SafetyScreening(),
         handoff_s=settings.HIERARCH_ENGINE["HANDOFF_SECONDS"],
@@ -201,8 +211,10 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
     # through Django's cursor wrapper, runs/sql.py, and measure that instead), and under
     # Django's on SQLite.
     counted = {"round_trips": 0, "queries": 0}
-    connection.ensure_connection()
-    raw = connection.connection if connection.vendor == "postgresql" else None
+    # The engine's thread takes a connection from the pool at each query after a wait: what
+    # this thread sends counts, on whichever connection (the lease heartbeat's thread not).
+    postgresql = connection.vendor == "postgresql"
+    counting_thread = threading.get_ident()
     restore: list = []
 
     def count_statement(in_pipeline: bool, implicit_begin: bool) -> None:
@@ -210,7 +222,7 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
         if not in_pipeline:
             counted["round_trips"] += 1 + implicit_begin
 
-    if raw is None:
+    if not postgresql:
 
         def count(execute, sql, params, many, context):  # noqa: ANN001
             count_statement(False, False)
@@ -223,7 +235,8 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
         cursor_execute = psycopg.Cursor.execute
 
         def counting_execute(self, query, params=None, **kwargs):  # noqa: ANN001, ANN202
-            if self._conn is raw:
+            raw = self._conn
+            if threading.get_ident() == counting_thread:
                 idle = not raw.autocommit and raw.pgconn.transaction_status == IDLE
                 count_statement(raw._pipeline is not None, idle and raw._pipeline is None)
             return cursor_execute(self, query, params, **kwargs)
@@ -233,7 +246,7 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
         exec_command = psycopg.Connection._exec_command
 
         def counting_command(self, command, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-            if self is raw:
+            if threading.get_ident() == counting_thread:
                 counted["queries"] += 1  # BEGIN or COMMIT, queued in a pipeline
             return exec_command(self, command, *args, **kwargs)
 
@@ -289,8 +302,8 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
     commit = connection.commit
 
     def counting_commit() -> None:
-        counted["round_trips"] += 1 if raw is not None else 2  # SQLite: its BEGIN here too
-        counted["queries"] += 1 if raw is not None else 2
+        counted["round_trips"] += 1 if postgresql else 2  # SQLite: its BEGIN here too
+        counted["queries"] += 1 if postgresql else 2
         commit()
 
     connection.commit = counting_commit
@@ -335,18 +348,84 @@ def _handed_to(queue: list[str]) -> Iterator[None]:
 
 
 def _backend_cpu_s() -> float | None:
-    """The CPU time of this connection's PostgreSQL backend process so far, when it runs on
-    this host (Linux /proc): what the database spent on the engine's statements."""
+    """The CPU time so far of the PostgreSQL backend processes serving this database, when
+    they run on this host (Linux /proc): what the database spent on the engine's statements
+    (the engine's thread takes whichever connection its pool hands it)."""
     if connection.vendor != "postgresql":
         return None
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        pid = cursor.fetchone()[0]
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND backend_type = 'client backend'"
+        )
+        pids = [pid for (pid,) in cursor.fetchall()]
+    spent = [_process_cpu_s(pid) for pid in pids]
+    if None in spent:
+        return None  # a database on another host
+    return sum(spent)
+
+
+def _process_cpu_s(pid: int) -> float | None:
+    """A process's CPU time so far (user and system), Linux /proc."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return None  # a database on another host
+        return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+class ConnectionSampler:
+    """The most connections to the bench database at once (pg_stat_activity every 10 ms, on a
+    connection of its own, not counted): all of them, and the workers' alone (their
+    application_name, from PGAPPNAME)."""
+
+    def __init__(self) -> None:
+        self.peak_all = self.peak_workers = 0
+        self.done = threading.Event()
+        params = connection.get_connection_params()
+        params.pop("pool", None)
+        params.pop("prepare_threshold", None)
+        self.conn = psycopg.connect(**params, autocommit=True)
+        self.thread = threading.Thread(target=self.sample, daemon=True)
+
+    def __enter__(self) -> ConnectionSampler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.done.set()
+        self.thread.join(timeout=5)
+        self.conn.close()
+
+    def sample(self) -> None:
+        query = (
+            "SELECT count(*), count(*) FILTER (WHERE application_name LIKE %s) "
+            "FROM pg_stat_activity WHERE datname = current_database() "
+            "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        )
+        while not self.done.wait(0.01):
+            every, workers = self.conn.execute(query, [f"{WORKER_APP}%"]).fetchone()
+            self.peak_all = max(self.peak_all, every)
+            self.peak_workers = max(self.peak_workers, workers)
+
+
+WORKER_APP = "hierarch-bench-worker"
+
+
+def calls_in_flight_peak(trace_id: uuid.UUID) -> int:
+    """The most model calls of the run under way at once: each call's record is written the
+    moment it returns, with its latency."""
+    edges = []
+    for ended, latency_ms in LLMCall.objects.filter(run__trace_id=trace_id).values_list(
+        "timestamp", "latency_ms"
+    ):
+        end = ended.timestamp()
+        edges += [(end - latency_ms / 1000, 1), (end, -1)]
+    peak = now = 0
+    for _, step in sorted(edges):
+        now += step
+        peak = max(peak, now)
+    return peak
 
 
 def run_waiting(root: Entity, timeout: float = 3600) -> Run:
@@ -380,6 +459,14 @@ def main() -> None:
     parser.add_argument("--executor", choices=["sync", "inline", "celery"], default="sync")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument(
+        "--latency-ms",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the offline model answers each call of the run after N ms (HIERARCH_OFFLINE_"
+        "LATENCY_MS, in this process and the workers): the time a real model takes",
+    )
+    parser.add_argument(
         "--governed",
         action="store_true",
         help="give the tree a budget and call limits, to measure what enforcing them costs",
@@ -404,6 +491,12 @@ def main() -> None:
     if args.repeat < 1 or (args.repeat > 1 and args.executor != "sync"):
         parser.error("--repeat takes a positive number, and more than 1 only with sync")
 
+    if args.latency_ms < 0:
+        parser.error("--latency-ms takes 0 or more")
+    settings.HIERARCH_OFFLINE_MODEL = {
+        **settings.HIERARCH_OFFLINE_MODEL,
+        "LATENCY_MS": args.latency_ms,
+    }
     call_command("migrate", verbosity=0)
     workspace = Workspace.objects.create(name="bench", slug=f"bench-{uuid.uuid4().hex[:8]}")
     entities_import(workspace=workspace, definitions=bundle(shape, args.links, args.governed))
@@ -412,6 +505,8 @@ def main() -> None:
 
     workers: list[subprocess.Popen] = []
     queries = None
+    sampled: ConnectionSampler | None = None
+    worker_cpu: list[float | None] = []
     if args.executor == "sync":
         walls = []
         for index in range(args.repeat):
@@ -431,41 +526,50 @@ def main() -> None:
         settings.HIERARCH_ENGINE["INLINE_WORKERS"] = args.workers
         if args.executor == "celery":
             settings.HIERARCH_EXECUTOR = "celery"
-            env = {**os.environ, "HIERARCH_EXECUTOR": "celery"}
             for index in range(args.workers):
-                workers.append(
-                    subprocess.Popen(  # noqa: S603
-                        [
-                            sys.executable,
-                            "-m",
-                            "celery",
-                            "-A",
-                            "config",
-                            "worker",
-                            "--pool=solo",
-                            "-n",
-                            f"bench{index}@%h",
-                            "--loglevel=WARNING",
-                        ],
-                        cwd=ROOT,
-                        env=env,
-                    )
-                )
+                workers.append(start_worker(index, args))
             time.sleep(3)
         # Warm up: every worker imports litellm on its first model call (about 2 s); a small
         # parallel run gives each one a call before the clock starts.
         warm = Workspace.objects.create(name="warm", slug=f"warm-{uuid.uuid4().hex[:8]}")
         entities_import(workspace=warm, definitions=bundle([args.workers * 2], "parallel"))
         run_waiting(Entity.objects.get(workspace=warm, name="process0"))
-        start_wall = time.perf_counter()
-        run = run_waiting(root)
-        wall = time.perf_counter() - start_wall
+        cpu_before = [_process_cpu_s(worker.pid) for worker in workers]
+        with contextlib.ExitStack() as stack:
+            if connection.vendor == "postgresql":
+                sampled = stack.enter_context(ConnectionSampler())
+            start_wall = time.perf_counter()
+            run = run_waiting(root)
+            wall = time.perf_counter() - start_wall
+        worker_cpu = [
+            None if before is None or after is None else after - before
+            for before, after in zip(
+                cpu_before, [_process_cpu_s(worker.pid) for worker in workers], strict=True
+            )
+        ]
     worker_rss = [_peak_rss_mb(worker.pid) for worker in workers]
     for worker in workers:
         worker.terminate()
     for worker in workers:
         worker.wait(timeout=30)
-    report(args, nodes, run, queries, wall, worker_rss)
+    report(args, nodes, run, queries, wall, worker_rss, sampled, worker_cpu)
+
+
+def start_worker(index: int, args: argparse.Namespace) -> subprocess.Popen:
+    """A Celery worker started with the README's command (WORKER_COMMAND), with a node name of
+    its own when there are several, its connections named for the sampler."""
+    from config.celery import WORKER_COMMAND
+
+    command = [sys.executable, "-m", *WORKER_COMMAND]  # `celery …`, from this venv
+    if args.workers > 1:
+        command += ["-n", f"bench{index}@%h"]
+    env = {
+        **os.environ,
+        "HIERARCH_EXECUTOR": "celery",
+        "HIERARCH_OFFLINE_LATENCY_MS": str(args.latency_ms),
+        "PGAPPNAME": f"{WORKER_APP}{index}",
+    }
+    return subprocess.Popen(command, cwd=ROOT, env=env)  # noqa: S603
 
 
 def report(
@@ -475,7 +579,12 @@ def report(
     queries: int | None,
     wall: float,
     worker_rss: list[float | None],
+    sampled: ConnectionSampler | None = None,
+    worker_cpu: list[float | None] | None = None,
 ) -> None:
+    in_flight = calls_in_flight_peak(run.trace_id)
+    rss = max((r for r in worker_rss if r is not None), default=None)
+    cpu = [c for c in worker_cpu or [] if c is not None]
     figures = {
         "database": connection.vendor,
         "executor": args.executor,
@@ -500,7 +609,17 @@ def report(
         ),
         "rows_per_node": round(rows_in_trace(run.trace_id) / nodes, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "worker_peak_rss_mb": max(worker_rss) if worker_rss else None,
+        "worker_peak_rss_mb": rss,
+        "latency_ms": args.latency_ms,
+        "db_connections_peak": sampled.peak_all if sampled else None,
+        "worker_db_connections_peak": (
+            sampled.peak_workers if sampled and args.executor == "celery" else None
+        ),
+        "calls_in_flight_peak": in_flight,
+        "worker_rss_mb_per_call_in_flight": (
+            round(rss / args.workers / in_flight, 2) if rss and in_flight else None
+        ),
+        "worker_cpu_ms_per_node": round(sum(cpu) * 1000 / nodes, 3) if cpu else None,
     }
     if args.json:
         print(json.dumps(figures))
@@ -525,7 +644,21 @@ def report(
         if run.status != "COMPLETED":
             print(f"  the run ended {run.status}: {run.error_code} {run.error_message}")
         if figures["worker_peak_rss_mb"] is not None:
-            print(f"  worker peak RSS {figures['worker_peak_rss_mb']} MB")
+            print(
+                f"  worker peak RSS {figures['worker_peak_rss_mb']} MB, "
+                f"{figures['worker_rss_mb_per_call_in_flight']} MB per call in flight, "
+                f"worker CPU {figures['worker_cpu_ms_per_node']} ms per node"
+            )
+        print(f"  model calls in flight at most: {in_flight}")
+        if figures["db_connections_peak"] is not None:
+            print(
+                f"  database connections at most: {figures['db_connections_peak']} "
+                + (
+                    f"(the workers': {figures['worker_db_connections_peak']})"
+                    if figures["worker_db_connections_peak"] is not None
+                    else "(this process)"
+                )
+            )
 
 
 if __name__ == "__main__":

@@ -167,9 +167,10 @@ try:
     _db = dj_database_url.parse(
         DATABASE_URL,
         conn_max_age=env_int("DB_CONN_MAX_AGE", 0),
-        # A kept connection (DB_CONN_MAX_AGE, or an engine worker's: WORKER_CONN_MAX_AGE) is
-        # checked before its first use in a request or a step, so one the database dropped
-        # while it sat idle is replaced instead of failing the work.
+        # A kept connection (SQLite: DB_CONN_MAX_AGE, an inline executor thread's) is checked
+        # before its first use in a request or a step; PostgreSQL's pool checks each one it
+        # hands out. One the database dropped while it sat idle is replaced instead of
+        # failing the work.
         conn_health_checks=env_bool("DB_CONN_HEALTH_CHECKS", True),
     )
 except ValueError as exc:
@@ -189,6 +190,28 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
     if not env_bool("HIERARCH_DB_JIT", False):
         _options = _db.setdefault("OPTIONS", {})
         _options["options"] = f"{_options.get('options', '')} -c jit=off".strip()
+    # Every process takes its connections from a pool (Django's, on psycopg_pool) of at most
+    # DB_POOL_MAX_SIZE, however many threads it runs: a thread holds one only while it talks
+    # to the database, never while it waits on a model or the network (runs/executors.py).
+    # The pool keeps them open, so Django's own keeping (DB_CONN_MAX_AGE) must be 0.
+    if _db["CONN_MAX_AGE"] != 0:
+        raise ImproperlyConfigured(
+            "DB_CONN_MAX_AGE must be 0 with PostgreSQL: its connections are kept by the pool "
+            "(DB_POOL_MAX_SIZE, DB_POOL_MIN_SIZE)"
+        )
+    _pool_min, _pool_max = env_int("DB_POOL_MIN_SIZE", 2), env_int("DB_POOL_MAX_SIZE", 10)
+    if _pool_max < 1 or not 0 <= _pool_min <= _pool_max:
+        raise ImproperlyConfigured("DB_POOL_MAX_SIZE is 1 or more, DB_POOL_MIN_SIZE 0 to it")
+    _db.setdefault("OPTIONS", {})["pool"] = {
+        "min_size": _pool_min,
+        "max_size": _pool_max,
+        # How long a thread waits for a free connection before its work fails (a step's
+        # run then goes on from the sweeper).
+        "timeout": env_float("DB_POOL_TIMEOUT", 30.0),
+    }
+    # Behind a pooler in transaction mode (PgBouncer) a server-side cursor (QuerySet.iterator,
+    # the audit chain's verification) cannot outlive its transaction: read in chunks instead.
+    _db["DISABLE_SERVER_SIDE_CURSORS"] = env_bool("DB_DISABLE_SERVER_SIDE_CURSORS", False)
 else:
     raise ImproperlyConfigured(f"DATABASE_URL uses {_db['ENGINE']}; use postgres:// or sqlite://")
 DATABASES = {"default": _db}
@@ -227,7 +250,10 @@ HIERARCH_ENGINE = {
     "SWEEP_SECONDS": env_int("HIERARCH_SWEEP_SECONDS", 5),
     # The most passes any loop makes, whatever its max_iterations (null included) says.
     "MAX_PASSES": env_int("HIERARCH_MAX_PASSES", 25),
-    "INLINE_WORKERS": env_int("HIERARCH_INLINE_WORKERS", 4),
+    # The inline executor's threads: steps in flight in the server process. A step spends
+    # most of its time waiting on a model, holding no database connection (PostgreSQL) or
+    # queueing for SQLite's one writer only while it writes.
+    "INLINE_WORKERS": env_int("HIERARCH_INLINE_WORKERS", 32),
     # A worker goes on itself with the first child it starts and the parent it wakes (their
     # leases taken in the same commits, no hint and no claim) for up to this long, then
     # hands the next one to any worker. 0 turns it off: every run goes through the queue.
@@ -238,16 +264,19 @@ HIERARCH_ENGINE = {
     # PostgreSQL: each write of a step sends its statements together (pipeline mode) and
     # waits once for all their answers, not once each.
     "PIPELINE": env_bool("HIERARCH_PIPELINE", True),
-    # An engine worker (a Celery worker process, an inline executor thread) keeps its database
-    # connection between steps for up to this many seconds: a new connection per step costs
-    # its set-up and every prepared statement again. 0 closes it after each step.
+    # SQLite (no pool): an inline executor thread keeps its database connection between steps
+    # for up to this many seconds (opening one costs its PRAGMAs); 0 closes it after each
+    # step. PostgreSQL's connections are kept by the pool (DB_POOL_MAX_SIZE) instead.
     "WORKER_CONN_MAX_AGE": env_int("HIERARCH_WORKER_CONN_MAX_AGE", 300),
 }
+if HIERARCH_ENGINE["WORKER_CONN_MAX_AGE"] < 0:
+    raise ImproperlyConfigured("HIERARCH_WORKER_CONN_MAX_AGE is in seconds: 0 or more")
 
 # Celery: a message is only a hint to look at a run, the database is the truth. Acknowledge
-# after the task ran and give a message back when its worker dies, one message per worker at a
-# time, JSON only. Redis redelivers an unacknowledged message after the visibility timeout, so
-# it is longer than any step; the sweeper, not that redelivery, recovers a dead worker's run.
+# after the task ran and give a message back when its worker dies, one message per free slot
+# at a time, JSON only. Redis redelivers an unacknowledged message after the visibility
+# timeout, so it is longer than any step; the sweeper, not that redelivery, recovers a dead
+# worker's run.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or REDIS_URL or "memory://"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
@@ -258,12 +287,17 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# Celery closes a worker's database connections around every task unless this is set; the
-# engine's own rule (HIERARCH_ENGINE["WORKER_CONN_MAX_AGE"], runs/executors.py) decides when a
-# worker's connection goes instead.
-if HIERARCH_ENGINE["WORKER_CONN_MAX_AGE"] < 0:
-    raise ImproperlyConfigured("HIERARCH_WORKER_CONN_MAX_AGE is in seconds: 0 or more")
-CELERY_DB_REUSE_MAX = 1_000_000 if HIERARCH_ENGINE["WORKER_CONN_MAX_AGE"] > 0 else None
+# A worker (`celery -A config worker`, config/celery.py WORKER_COMMAND) runs its steps in a
+# pool of threads, HIERARCH_WORKER_CONCURRENCY of them: a step spends most of its time
+# waiting on a model, which releases the GIL and holds no database connection, so one
+# process keeps that many model calls in flight on one set of imports (litellm's 200 MB).
+CELERY_WORKER_POOL = "threads"
+CELERY_WORKER_CONCURRENCY = env_int("HIERARCH_WORKER_CONCURRENCY", 128)
+if CELERY_WORKER_CONCURRENCY < 1:
+    raise ImproperlyConfigured("HIERARCH_WORKER_CONCURRENCY is 1 or more")
+# Celery's Django fix-up closes each thread's connections around every task: with the pool
+# that hands them back to it (no new connection per task); without (SQLite) it closes them.
+CELERY_DB_REUSE_MAX = None
 # How often alerts (governance/alerts.py) are evaluated: by beat, or by the inline sweeper.
 HIERARCH_ALERTS_SECONDS = env_int("HIERARCH_ALERTS_SECONDS", 60)
 

@@ -4,6 +4,8 @@ litellm gateway, the tool runner, the executors."""
 from __future__ import annotations
 
 import threading
+from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 
@@ -11,7 +13,8 @@ from governance.safety import SafetyScreening
 from governance.vault import PiiCipher
 from runs.approval_desk import approval_desk
 from runs.engine.core import Engine
-from runs.executors import enqueue, enqueue_at
+from runs.engine.ports import ModelClient, ModelReply, ModelRequest
+from runs.executors import enqueue, enqueue_at, release_before_waiting
 from runs.gateway import LiteLLMGateway
 from runs.store import OrmRunStore
 from tools.runner import RegistryToolRunner
@@ -19,12 +22,40 @@ from tools.runner import RegistryToolRunner
 _shared = threading.local()
 
 
+class ReleasingModel:
+    """The model client, handing this thread's database connection back to the pool before
+    each call (`runs.executors.release_before_waiting`): a thread waiting seconds on a model
+    holds no connection, so a worker's threads share a few. Its next query takes one again."""
+
+    def __init__(self, model: ModelClient) -> None:
+        self.model = model
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        release_before_waiting()
+        return self.model.complete(request)
+
+    def count_tokens(self, model: str, text: str) -> int:
+        return self.model.count_tokens(model, text)
+
+    def estimate_cost(self, request: ModelRequest) -> Decimal:
+        return self.model.estimate_cost(request)  # type: ignore[attr-defined, no-any-return]
+
+
+def parts() -> tuple[Any, Any]:
+    """This thread's model client and tool runner, each letting go of the thread's database
+    connection before it waits outside the database (a model; a tool on the network)."""
+    if not hasattr(_shared, "parts"):
+        _shared.parts = (
+            ReleasingModel(LiteLLMGateway()),
+            RegistryToolRunner(before_waiting=release_before_waiting),
+        )
+    return _shared.parts
+
+
 def engine() -> Engine:
     """An engine for this thread: the gateway and tool runner are reused, the store (which
     carries the lease owner) is new for each call."""
-    if not hasattr(_shared, "parts"):
-        _shared.parts = (LiteLLMGateway(), RegistryToolRunner())
-    model, tools = _shared.parts
+    model, tools = parts()
     return Engine(
         store=OrmRunStore(approvals=approval_desk()),
         model=model,

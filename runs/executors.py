@@ -66,18 +66,22 @@ _pool: ThreadPoolExecutor | None = None
 _pool_threads = 0
 _pool_lock = threading.Lock()
 
-# Engine workers keep their database connection between steps (HIERARCH_ENGINE's
-# WORKER_CONN_MAX_AGE): a Celery worker process (`keep_connections_in_this_process`, from the
-# worker's start) and each inline executor thread. Anywhere else (a request, a command) the
-# connection lives as DB_CONN_MAX_AGE says.
-_process_keeps_connections = False
+# Database connections of engine work (a Celery worker thread, an inline executor thread):
+#
+# - PostgreSQL: every process takes them from its pool (settings: DB_POOL_MAX_SIZE), so
+#   however many threads run steps, no more are open. A thread hands its connection back after
+#   each step and before each wait outside the database (a model call, a tool that waits on
+#   the network: `release_before_waiting`), and takes one again at its next query; the pool
+#   keeps them open, prepared statements and all. Nothing the engine relies on outlives a
+#   transaction, so a pooler in transaction mode (PgBouncer) may stand between.
+# - SQLite (no pool): an inline executor thread keeps its connection between steps for up to
+#   HIERARCH_ENGINE's WORKER_CONN_MAX_AGE; anywhere else a connection lives as
+#   DB_CONN_MAX_AGE says.
 _thread = threading.local()
 
 
-def keep_connections_in_this_process() -> None:
-    """This process is an engine worker: its connections are kept between steps."""
-    global _process_keeps_connections
-    _process_keeps_connections = True
+def _pooled(connection: Any) -> bool:
+    return bool(connection.settings_dict.get("OPTIONS", {}).get("pool"))
 
 
 def _keep_connections_in_this_thread() -> None:
@@ -85,9 +89,9 @@ def _keep_connections_in_this_thread() -> None:
 
 
 def _worker_connection_lifetime(connection: Any, **_: Any) -> None:
-    """A worker's new connection is closed by `close_old_connections` only once it is older
-    than WORKER_CONN_MAX_AGE (or broken, or left inside a transaction), not after each step."""
-    if not (_process_keeps_connections or getattr(_thread, "keeps_connections", False)):
+    """An inline thread's new unpooled connection is closed by `close_old_connections` only
+    once it is older than WORKER_CONN_MAX_AGE (or broken), not after each step."""
+    if _pooled(connection) or not getattr(_thread, "keeps_connections", False):
         return
     max_age = settings.HIERARCH_ENGINE.get("WORKER_CONN_MAX_AGE", 0)
     if max_age > 0:
@@ -97,18 +101,39 @@ def _worker_connection_lifetime(connection: Any, **_: Any) -> None:
 connection_created.connect(_worker_connection_lifetime, dispatch_uid="hierarch-worker-connections")
 
 
+def _outside_a_transaction(connection: Any) -> bool:
+    """Neither Django (an atomic block) nor the server (a transaction begun behind Django's
+    back) holds a transaction open on the connection."""
+    if connection.in_atomic_block:
+        return False
+    raw = connection.connection
+    if connection.vendor != "postgresql":
+        return True
+    return raw.pgconn.transaction_status == TransactionStatus.IDLE
+
+
 def release_connections() -> None:
-    """Before and after a worker's step: close what must not be kept (too old, broken, left
-    inside a transaction, or that this thread does not keep) and keep the rest."""
+    """Before and after a worker's step: a pooled connection goes back to the pool (which rolls
+    back a transaction left open), an unpooled one is closed unless this thread keeps it and
+    it is young, sound and outside a transaction."""
     for connection in connections.all(initialized_only=True):
-        raw = connection.connection
-        if (
-            raw is not None
-            and connection.vendor == "postgresql"
-            and raw.pgconn.transaction_status != TransactionStatus.IDLE
-        ):
-            connection.close()  # the server holds a transaction Django does not know of
+        if connection.connection is None or connection.in_atomic_block:
+            continue
+        if _pooled(connection) or not _outside_a_transaction(connection):
+            connection.close()
     close_old_connections()
+
+
+def release_before_waiting() -> None:
+    """Before a wait outside the database (a model call, a tool call on the network): this
+    thread's pooled connections go back to the pool, so a waiting thread holds none; its next
+    query takes one again. One inside a transaction stays (the engine opens none across a
+    call; a test's atomic block does), and so does an unpooled one (SQLite: nothing to
+    bound)."""
+    for connection in connections.all(initialized_only=True):
+        pooled = connection.connection is not None and _pooled(connection)
+        if pooled and _outside_a_transaction(connection):
+            connection.close()
 
 
 def _inline_pool() -> ThreadPoolExecutor:

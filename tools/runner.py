@@ -68,14 +68,18 @@ class RegistryToolRunner:
         access: ToolAccess | None = None,
         authenticator: Authenticator | None = None,
         limiter: RateLimiter | None = None,
+        before_waiting: Callable[[], None] | None = None,
     ):
         """`access` and `authenticator` default to the process's shared ones (their caches
-        serve every runner); `limiter` to the backend the settings choose at each call."""
+        serve every runner); `limiter` to the backend the settings choose at each call.
+        `before_waiting` is called just before an adapter that waits on the network runs (the
+        engine's wiring hands the thread's database connection back to the pool there)."""
         self.builtins = BUILTINS if builtins is None else builtins
         self.clock = clock
         self.access = DEFAULT_ACCESS if access is None else access
         self.authenticator = DEFAULT_AUTHENTICATOR if authenticator is None else authenticator
         self.limiter = limiter
+        self.before_waiting = before_waiting
 
     def invoke(self, invocation: ToolInvocation) -> ToolResult:
         """Run one call; raise ToolError (permanent or not) when it fails."""
@@ -99,6 +103,8 @@ class RegistryToolRunner:
             run_id=invocation.run_id,
             credentials=credentials,
         )
+        if self.before_waiting is not None and builtin.waits_on_network and not sandboxed:
+            self.before_waiting()
         started = self.clock()
         try:
             output = adapter(invocation.arguments, context)

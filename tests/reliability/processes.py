@@ -66,18 +66,19 @@ class Processes:
         self.started.append((name, process))
         return process
 
-    def worker(self, name: str, *, wait: bool = True, **env: str) -> subprocess.Popen:
-        """A Celery worker with one prefork child, as in production but with one slot."""
+    def worker(
+        self, name: str, *, wait: bool = True, concurrency: int = 1, **env: str
+    ) -> subprocess.Popen:
+        """A Celery worker started as the README deploys it (WORKER_COMMAND: a pool of
+        threads), with one slot unless told (a test sees which worker ran what)."""
+        from config.celery import WORKER_COMMAND
+
         process = self.start(
             name,
             "-m",
-            "celery",
-            "-A",
-            "config",
-            "worker",
-            "--pool=prefork",
+            *WORKER_COMMAND,
             "-c",
-            "1",
+            str(concurrency),
             "-n",
             f"{name}@%h",
             "--without-mingle",

@@ -21,6 +21,7 @@ def _builtin(module: ModuleType) -> Builtin:
         run=module.run,
         sandbox=module.sandbox,
         sends_credentials=getattr(module, "SENDS_CREDENTIALS", False),
+        waits_on_network=getattr(module, "WAITS_ON_NETWORK", False),
     )
 
 

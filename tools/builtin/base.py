@@ -61,6 +61,9 @@ class Builtin:
     # Whether `run` sends the tool's authentication anywhere (http_request does); the runner
     # resolves a secret only for an adapter that uses it.
     sends_credentials: bool = False
+    # Whether `run` waits on the network (http_request does): the runner lets go of the
+    # thread's database connection before it (`before_waiting`).
+    waits_on_network: bool = False
 
     @property
     def parameters(self) -> dict[str, Any]:

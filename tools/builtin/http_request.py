@@ -36,6 +36,8 @@ from tools.builtin.base import ToolContext, check_arguments
 NAME = "http_request"
 # The runner resolves the tool's authentication for this adapter (tools/credentials.py).
 SENDS_CREDENTIALS = True
+# It waits on a server: the runner lets go of the database connection before it.
+WAITS_ON_NETWORK = True
 MAX_BODY_BYTES = 64 * 1024
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 # Headers worth passing on to a model or a later step; never Set-Cookie.
