@@ -20,7 +20,6 @@ Django startup. Settings read (all optional):
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import os
@@ -87,11 +86,6 @@ def litellm_module() -> ModuleType:
                 *(p for p in litellm.custom_provider_map if p["provider"] != OFFLINE_PROVIDER),
                 {"provider": OFFLINE_PROVIDER, "custom_handler": OfflineModel()},
             ]
-            # litellm's import leaves some 400,000 objects that live as long as the process;
-            # every full collection of the cyclic GC walks them all again (about 0.1 s, a few
-            # times a minute in a busy worker). Frozen, the collector skips what exists now;
-            # reference counting still frees any of it that is let go.
-            gc.freeze()
             _litellm = litellm
     return _litellm
 

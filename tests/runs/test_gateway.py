@@ -294,8 +294,9 @@ def offline_request() -> ModelRequest:
 
 
 def test_a_success_callback_configured_in_litellm_hears_each_call(gateway):
-    # litellm's own logging is left as litellm does it (its logging thread): a callback a
-    # deployment configures in litellm hears every call through the gateway.
+    # litellm's own logging is left as litellm does it (in its logging thread, after the call
+    # returns): a callback a deployment configures in litellm hears every call through the
+    # gateway. A model name of its own keeps out the logging of earlier tests' calls.
     import threading
 
     litellm = litellm_module()
@@ -303,15 +304,18 @@ def test_a_success_callback_configured_in_litellm_hears_each_call(gateway):
     both = threading.Event()
 
     def callback(kwargs, response, start_time, end_time) -> None:  # litellm's signature
-        heard.append(response.model)
-        if len(heard) == 2:
+        if response.model == "local/callback-heard":
+            heard.append(response.model)
+        if len(heard) >= 2:
             both.set()
 
+    request = ModelRequest(provider="local", model="callback-heard", messages=MESSAGES)
     litellm.success_callback.append(callback)
     try:
-        gateway.complete(offline_request())
-        gateway.complete(offline_request())
+        gateway.complete(request)
+        gateway.complete(request)
         assert both.wait(10)
+        time.sleep(0.2)  # a third would be heard by now
     finally:
         litellm.success_callback.remove(callback)
-    assert heard == ["local/offline"] * 2
+    assert heard == ["local/callback-heard"] * 2
