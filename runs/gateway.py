@@ -20,14 +20,12 @@ Django startup. Settings read (all optional):
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import os
 import re
 import threading
 import time
-from concurrent.futures import Future
 from decimal import Decimal
 from types import ModuleType
 from typing import Any
@@ -69,8 +67,8 @@ def litellm_module() -> ModuleType:
         return _litellm
     with _litellm_lock:
         if _litellm is None:
-            # Without this, litellm tries to download its price map on import (and, with no
-            # network, retries on every start).
+            # Without this, litellm downloads its price map on import (and, with no network,
+            # retries in a thread for seconds); runs.offline says the same, as it may come first.
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             # litellm costs seconds and tens of MB to import: only a process that calls a
             # model pays it (the offline model subclasses litellm's, so it comes with it).
@@ -86,64 +84,12 @@ def litellm_module() -> ModuleType:
                     logger.setLevel(logging.WARNING)
             litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" on stdout
             litellm.telemetry = False
-            _log_calls_inline(litellm)
             litellm.custom_provider_map = [
                 *(p for p in litellm.custom_provider_map if p["provider"] != OFFLINE_PROVIDER),
                 {"provider": OFFLINE_PROVIDER, "custom_handler": OfflineModel()},
             ]
-            # litellm's import leaves some 400,000 objects that live as long as the process;
-            # every full collection of the cyclic GC walks them all again (about 0.1 s, a few
-            # times a minute in a busy worker). Frozen, the collector skips what exists now;
-            # reference counting still frees any of it that is let go.
-            gc.freeze()
             _litellm = litellm
     return _litellm
-
-
-class _CallLogging:
-    """What litellm does with each synchronous call's success logging (see
-    `_log_calls_inline`): nothing when nothing in litellm would read it, else the logging at
-    once in the calling thread. The Future holds its result or exception, as a pool thread's
-    would; an exception is never raised here."""
-
-    def __init__(self, litellm: ModuleType):
-        self.litellm = litellm
-
-    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future:
-        future: Future = Future()
-        if not _success_logging_read(self.litellm):
-            future.set_result(None)
-            return future
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # noqa: BLE001 - kept in the Future, never raised here
-            future.set_exception(exc)
-        return future
-
-
-def _success_logging_read(litellm: ModuleType) -> bool:
-    """Whether anything reads litellm's success logging: a success callback of any kind (the
-    gateway passes none per call), litellm's own budget, or its payload printing."""
-    return bool(
-        getattr(litellm, "success_callback", None)
-        or getattr(litellm, "_async_success_callback", None)
-        or getattr(litellm, "callbacks", None)
-        or getattr(litellm, "max_budget", None)
-        or os.environ.get("LITELLM_PRINT_STANDARD_LOGGING_PAYLOAD")
-    )
-
-
-def _log_calls_inline(litellm: ModuleType) -> None:
-    """litellm hands each synchronous call's success logging (the payload for its callbacks,
-    their calls, its budget bookkeeping: about half a millisecond of Python with the offline
-    model) to a pool thread, whether or not anything reads it; in a worker that thread also
-    takes the GIL whenever the engine waits on the database. The gateway configures no
-    callbacks, so by default the work is for nothing: skip it then, and when something does
-    read it, do it in the calling thread. Nothing else of litellm's changes; an executor
-    litellm no longer has is left alone."""
-    utils = getattr(litellm, "utils", None)
-    if utils is not None and hasattr(utils, "executor"):
-        utils.executor = _CallLogging(litellm)
 
 
 class LiteLLMGateway:

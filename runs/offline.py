@@ -22,7 +22,8 @@ The answer carries its own cost (`_hidden_params["response_cost"]`) at the price
 holds for `local/<model>` (entered by the gateway), so litellm takes it as it is instead of
 pricing the response again inside `completion()`.
 
-Imported only by the model gateway (`runs/gateway.py`), after litellm itself.
+Imported by the model gateway (`runs/gateway.py`); whichever of the two is imported first
+keeps litellm from downloading its price map.
 """
 
 from __future__ import annotations
@@ -31,12 +32,16 @@ import asyncio
 import functools
 import hashlib
 import json
+import os
 import re
 import time
-from collections.abc import Callable
 from typing import Any
 
-import litellm
+# Without this, litellm downloads its price map on import (and, with no network, retries in a
+# thread for seconds); this module may be the first to import it.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import litellm  # noqa: E402 - after the line above
 from litellm.exceptions import BadRequestError, Timeout
 from litellm.llms.custom_llm import CustomLLM
 from litellm.types.utils import (
@@ -271,24 +276,9 @@ def _message_overhead(model: str, role: str) -> int:
 
 
 def _count(model: str, text: str) -> int:
-    """`litellm.token_counter(model=model, text=text)`, with litellm's counter for the model
-    looked up once (token_counter picks the tokenizer anew on every call)."""
+    """What `litellm.token_counter` counts in `text` for `model`."""
     if not text or litellm.disable_token_counter:
         return 0
-    return int(_text_counter(model)(text))
-
-
-@functools.lru_cache(maxsize=64)
-def _text_counter(model: str) -> Callable[[str], int]:
-    try:
-        from litellm.litellm_core_utils.token_counter import _get_count_function
-
-        return _get_count_function(model)  # type: ignore[no-any-return]
-    except Exception:  # another litellm: its public counter, tokenizer look-up and all
-        return functools.partial(_count_by_litellm, model)
-
-
-def _count_by_litellm(model: str, text: str) -> int:
     return int(litellm.token_counter(model=model, text=text))
 
 

@@ -19,17 +19,13 @@ import json
 import math
 import random
 import re
-
-# Python's own regex parser (private, the same through 3.11), builds strings for `pattern`s:
-# only parsing, never matching, and only a pattern RE2 accepted (`patterns.py`); the result is
-# checked with RE2 and its building bounded by _PATTERN_STEPS.
-import re._constants as _sre_constants  # type: ignore[import-not-found]
-import re._parser as _sre_parse  # type: ignore[import-not-found]
+import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from runs.engine import patterns
+from runs.engine import regex_syntax as rx
 
 __all__ = ["synthesize", "text_answer"]
 
@@ -88,6 +84,10 @@ _SENTENCES = (
 )
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 _PLACEHOLDER_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ-_. "
+# One or more characters of every Unicode general category, for \\p{…} classes and negated
+# classes that hold every plain character.
+_UNICODE_SAMPLES = "éßΩжא中ǅʰ\u0301\u0903\u20dd٣Ⅳ½‿—(){}«»!€^+©\u2028\u2029\u00a0\x07\u00ad\ue000"
+_SAMPLE_CHARS = _PLACEHOLDER_CHARS + _UNICODE_SAMPLES
 # Building a string for a pattern stops past this many pieces: nested repeats (`((a+)+)+…`)
 # multiply, and a designer's pattern must not make the offline model run away.
 _PATTERN_STEPS = 20_000
@@ -517,76 +517,70 @@ class _Synthesizer:
         return " ".join([first, *rest])
 
     def from_pattern(self, pattern: str, low: int, high: int | None) -> str | None:
+        """A string `pattern` matches within the lengths, or None. Only a pattern RE2
+        accepted is parsed (`regex_syntax.py`, never matched there); what is built is checked
+        with RE2, and the building is bounded by _PATTERN_STEPS."""
         try:
             compiled = patterns.compile_pattern(pattern)  # refused: no value from it
-            parsed = _sre_parse.parse(pattern)
-        except (patterns.PatternRefused, re.error, RecursionError, TypeError, ValueError):
+            tree = rx.parse(pattern)
+        except (patterns.PatternRefused, rx.RegexSyntaxError, RecursionError):
             return None
         for _ in range(4):
-            groups: dict[int, str] = {}
             self.steps = 0
             try:
-                text = self.emit(parsed, groups)
-            except (ValueError, IndexError, RecursionError, TypeError):
+                text = self.emit(tree)
+            except (ValueError, RecursionError):
                 return None
             if compiled.search(text) and len(text) >= low and (high is None or len(text) <= high):
                 return text
         return None
 
-    def emit(self, parsed: Any, groups: dict[int, str]) -> str:
-        c = _sre_constants
-        out: list[str] = []
-        for op, arg in parsed:
-            self.steps += 1
-            if self.steps > _PATTERN_STEPS:
-                raise ValueError("the pattern asks for too long a string")
-            if op is c.LITERAL:
-                out.append(chr(arg))
-            elif op is c.NOT_LITERAL:
-                out.append(next(ch for ch in _PLACEHOLDER_CHARS if ord(ch) != arg))
-            elif op is c.ANY:
-                out.append(self.rng.choice("abcdefghijklmnopqrstuvwxyz"))
-            elif op is c.IN:
-                out.append(self.pick_from_set(arg))
-            elif op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", None)):
-                lo, hi, sub = arg
-                hi = lo + 3 if hi == c.MAXREPEAT else hi
-                times = self.rng.randint(lo, min(hi, max(lo, 1) + 2))
-                out.extend(self.emit(sub, groups) for _ in range(times))
-            elif op is c.SUBPATTERN:
-                group, _add, _del, sub = arg
-                text = self.emit(sub, groups)
-                if group is not None:
-                    groups[group] = text
-                out.append(text)
-            elif op is c.BRANCH:
-                out.append(self.emit(self.rng.choice(arg[1]), groups))
-            elif op is c.GROUPREF:
-                out.append(groups.get(arg, ""))
-            elif op is c.CATEGORY:
-                out.append(_from_category(arg))
-            elif op in (c.AT, c.ASSERT, c.ASSERT_NOT):
-                continue
-            else:
-                raise ValueError(f"unsupported regex construct {op}")
-        return "".join(out)
+    def emit(self, node: rx.Node) -> str:
+        self.steps += 1
+        if self.steps > _PATTERN_STEPS:
+            raise ValueError("the pattern asks for too long a string")
+        if isinstance(node, rx.Literal):
+            return node.char
+        if isinstance(node, rx.Sequence):
+            return "".join(self.emit(item) for item in node.items)
+        if isinstance(node, rx.CharClass):
+            return self.pick_from_class(node)
+        if isinstance(node, rx.Repeat):
+            high = node.low + 3 if node.high is None else node.high
+            times = self.rng.randint(node.low, min(high, max(node.low, 1) + 2))
+            return "".join(self.emit(node.node) for _ in range(times))
+        if isinstance(node, rx.Group):
+            return self.emit(node.node)
+        if isinstance(node, rx.Alternation):
+            return self.emit(self.rng.choice(node.branches))
+        if isinstance(node, rx.AnyChar):
+            return self.rng.choice("abcdefghijklmnopqrstuvwxyz")
+        return ""  # an anchor: a position, no text
 
-    def pick_from_set(self, items: list[tuple[Any, Any]]) -> str:
-        c = _sre_constants
-        negate = any(op is c.NEGATE for op, _ in items)
-        if not negate:
-            op, arg = self.rng.choice([i for i in items if i[0] is not c.NEGATE])
-            if op is c.LITERAL:
-                return chr(arg)
-            if op is c.RANGE:
-                return chr(self.rng.randint(arg[0], arg[1]))
-            if op is c.CATEGORY:
-                return _from_category(arg)
-            raise ValueError("unsupported set member")
-        for ch in _PLACEHOLDER_CHARS:
-            if not _in_set(items, ch):
+    def pick_from_class(self, node: rx.CharClass) -> str:
+        if not node.negated and node.items:
+            item = self.rng.choice(node.items)
+            if isinstance(item, rx.Range):
+                return self.pick_from_range(item)
+            return _from_category(item)
+        for ch in _SAMPLE_CHARS if node.negated else "":
+            if not rx.class_contains(node.items, ch):
                 return ch
-        raise ValueError("no character outside the set")
+        raise ValueError("no character in the class")
+
+    def pick_from_range(self, item: rx.Range) -> str:
+        """A character of the range: any when it is small, else a plain one it holds."""
+        if item.high - item.low < 128 and not (item.low <= 0xDFFF and item.high >= 0xD800):
+            return chr(self.rng.randint(item.low, item.high))
+        plain = [ch for ch in _PLACEHOLDER_CHARS if item.low <= ord(ch) <= item.high]
+        if plain:
+            return self.rng.choice(plain)
+        code = self.rng.randint(item.low, item.high)
+        if 0xD800 <= code <= 0xDFFF:  # a surrogate has no UTF-8 form: step past them
+            code = 0xE000 if item.high >= 0xE000 else item.low
+        if 0xD800 <= code <= 0xDFFF:
+            raise ValueError("a range of surrogates only")
+        return chr(code)
 
 
 # --- text by property name -------------------------------------------------------------------
@@ -833,41 +827,12 @@ def _fit_multiple(
 # --- regex sets ------------------------------------------------------------------------------
 
 
-def _from_category(category: Any) -> str:
-    c = _sre_constants
-    if category is c.CATEGORY_DIGIT:
-        return "7"
-    if category is c.CATEGORY_SPACE:
-        return " "
-    if category is c.CATEGORY_WORD:
-        return "a"
-    if category is c.CATEGORY_NOT_DIGIT or category is c.CATEGORY_NOT_SPACE:
-        return "a"
-    if category is c.CATEGORY_NOT_WORD:
-        return "-"
-    raise ValueError("unsupported category")
-
-
-def _in_set(items: list[tuple[Any, Any]], ch: str) -> bool:
-    c = _sre_constants
-    code = ord(ch)
-    for op, arg in items:
-        if op is c.LITERAL and arg == code:
-            return True
-        if op is c.RANGE and arg[0] <= code <= arg[1]:
-            return True
-        if op is c.CATEGORY:
-            probes = {
-                c.CATEGORY_DIGIT: ch.isdigit(),
-                c.CATEGORY_NOT_DIGIT: not ch.isdigit(),
-                c.CATEGORY_SPACE: ch.isspace(),
-                c.CATEGORY_NOT_SPACE: not ch.isspace(),
-                c.CATEGORY_WORD: ch.isalnum() or ch == "_",
-                c.CATEGORY_NOT_WORD: not (ch.isalnum() or ch == "_"),
-            }
-            if probes.get(arg, False):
-                return True
-    return False
+def _from_category(category: rx.Category) -> str:
+    """The first of a few sample characters in the Unicode category (or outside it)."""
+    for ch in _SAMPLE_CHARS:
+        if unicodedata.category(ch).startswith(category.name) != category.negated:
+            return ch
+    raise ValueError(f"no sample character for \\p{{{category.name}}}")
 
 
 # --- merging ---------------------------------------------------------------------------------
