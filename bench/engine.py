@@ -194,36 +194,40 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
     # Round trips: each exchange with the database the engine waits for. A statement, a BEGIN
     # and a COMMIT each, except in a pipeline (PostgreSQL), where statements are only sent
     # and the wait comes once, when the pipeline syncs or its answers are fetched. Queries:
-    # every statement sent, BEGIN and COMMIT included. Counted under runs/sql.py's batches
-    # and psycopg's cursors (a Django execute wrapper would put the engine's statements
-    # through Django's cursor wrapper, runs/sql.py, and measure that instead), and under
-    # Django's on SQLite.
+    # every statement sent, BEGIN and COMMIT included. Counted under psycopg's cursors and
+    # commands (a Django execute wrapper would put the engine's statements through Django's
+    # cursor wrapper, runs/sql.py, and measure that instead), and under Django's on SQLite.
     counted = {"round_trips": 0, "queries": 0}
     connection.ensure_connection()
     raw = connection.connection if connection.vendor == "postgresql" else None
     restore: list = []
 
-    def count_statement(in_pipeline: bool, implicit_begin: bool) -> None:
-        counted["queries"] += 1 + implicit_begin
-        if not in_pipeline:
-            counted["round_trips"] += 1 + implicit_begin
-
     if raw is None:
 
         def count(execute, sql, params, many, context):  # noqa: ANN001
-            count_statement(False, False)
+            counted["queries"] += 1
+            counted["round_trips"] += 1
             return execute(sql, params, many, context)
 
         wrapper = connection.execute_wrapper(count)
         wrapper.__enter__()
         restore.append(lambda: wrapper.__exit__(None, None, None))
+        commit = connection.commit
+
+        def counting_commit() -> None:
+            counted["round_trips"] += 2  # its BEGIN here too
+            counted["queries"] += 2
+            commit()
+
+        connection.commit = counting_commit
+        restore.append(lambda: delattr(connection, "commit"))
     else:
         cursor_execute = psycopg.Cursor.execute
 
         def counting_execute(self, query, params=None, **kwargs):  # noqa: ANN001, ANN202
             if self._conn is raw:
-                idle = not raw.autocommit and raw.pgconn.transaction_status == IDLE
-                count_statement(raw._pipeline is not None, idle and raw._pipeline is None)
+                counted["queries"] += 1
+                counted["round_trips"] += raw._pipeline is None
             return cursor_execute(self, query, params, **kwargs)
 
         psycopg.Cursor.execute = counting_execute
@@ -232,7 +236,8 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
 
         def counting_command(self, command, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
             if self is raw:
-                counted["queries"] += 1  # BEGIN or COMMIT, queued in a pipeline
+                counted["queries"] += 1  # BEGIN, COMMIT or ROLLBACK
+                counted["round_trips"] += raw._pipeline is None  # else queued in a pipeline
             return exec_command(self, command, *args, **kwargs)
 
         psycopg.Connection._exec_command = counting_command
@@ -251,48 +256,6 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
         pipelines._sync_gen, pipelines._fetch_gen = counting_sync_gen, counting_fetch_gen
         restore.append(lambda: setattr(pipelines, "_sync_gen", sync_gen))
         restore.append(lambda: setattr(pipelines, "_fetch_gen", fetch_gen))
-        # The engine's transactions (runs/sql.py `_Batch`): each statement, BEGIN and COMMIT
-        # sent; a round trip each time the batch syncs.
-        from runs import sql
-
-        batch_send, batch_open, batch_sync = sql._Batch.send, sql._Batch._open, sql._sync
-
-        def counting_send(self, statement):  # noqa: ANN001, ANN202
-            counted["queries"] += 1
-            return batch_send(self, statement)
-
-        def counting_open(self):  # noqa: ANN001, ANN202
-            counted["queries"] += not self.begun
-            return batch_open(self)
-
-        def counting_batch_sync(pgconn):  # noqa: ANN001, ANN202
-            counted["round_trips"] += 1
-            return batch_sync(pgconn)
-
-        def counting_flush(self, *, commit=False):  # noqa: ANN001, ANN202
-            counted["queries"] += commit
-            return batch_flush(self, commit=commit)
-
-        batch_flush = sql._Batch.flush
-        sql._Batch.send, sql._Batch._open, sql._sync = (
-            counting_send,
-            counting_open,
-            counting_batch_sync,
-        )
-        sql._Batch.flush = counting_flush
-        restore.append(lambda: setattr(sql._Batch, "send", batch_send))
-        restore.append(lambda: setattr(sql._Batch, "_open", batch_open))
-        restore.append(lambda: setattr(sql._Batch, "flush", batch_flush))
-        restore.append(lambda: setattr(sql, "_sync", batch_sync))
-    commit = connection.commit
-
-    def counting_commit() -> None:
-        counted["round_trips"] += 1 if raw is not None else 2  # SQLite: its BEGIN here too
-        counted["queries"] += 1 if raw is not None else 2
-        commit()
-
-    connection.commit = counting_commit
-    restore.append(lambda: delattr(connection, "commit"))
     profiler = cProfile.Profile() if profile else None
     backend = _backend_cpu_s()
     CPU["before"] = time.process_time()

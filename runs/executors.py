@@ -74,7 +74,7 @@ def release_connections() -> None:
         if (
             raw is not None
             and connection.vendor == "postgresql"
-            and raw.pgconn.transaction_status != TransactionStatus.IDLE
+            and raw.info.transaction_status != TransactionStatus.IDLE
         ):
             connection.close()  # the server holds a transaction Django does not know of
     close_old_connections()
