@@ -135,9 +135,7 @@ def test_the_sweeper_analyses_the_runs_tables_once_they_have_doubled():
 
 def last_analysed(model) -> object:  # noqa: ANN001
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_stat_get_last_analyze_time(%s::regclass)", [model._meta.db_table]
-        )
+        cursor.execute("SELECT pg_stat_get_last_analyze_time(%s::regclass)", [model._meta.db_table])
         return cursor.fetchone()[0]
 
 
