@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
@@ -45,6 +47,9 @@ def _cursor(connection: Any = None) -> Iterator[Any]:
     """A cursor for these statements, closed after the block (see `_open_cursor`); errors
     in the block are Django's."""
     connection = connection or connections[DEFAULT_DB_ALIAS]
+    batch = _batch_of(connection)
+    if batch is not None:
+        batch.flush()  # a statement that reads: what is queued first, in the transaction
     cursor = _open_cursor(connection)
     try:
         with connection.wrap_database_errors:
@@ -106,52 +111,155 @@ class ClaimRefused(Exception):
 
 @contextlib.contextmanager
 def one_trip(*, careful: bool = False) -> Iterator[bool]:
-    """One transaction (Django's `atomic()`), its statements pipelined where they can be:
-    yields whether they are.
+    """One transaction, sent to the database whole where it can be: yields whether it is.
 
-    On PostgreSQL, outside any other transaction (and unless `careful`), the block runs in
-    psycopg's pipeline (`Connection.pipeline()`): statements are sent without waiting for
-    their answers, which all come back when the block ends, before the COMMIT. Statements
-    answer through `Later`, read after the block (reading one inside it waits for the
-    answers so far: correct, one more round trip). So whatever must stop the transaction is
-    checked by the database itself (the fenced writes call hierarch_lease_lost()): an error
-    of any statement aborts the rest on the server and is raised at the block's end as
-    Django's error, and `atomic()` rolls the transaction back.
+    On PostgreSQL, outside any other transaction (and unless `careful`), the block's
+    statements are queued (`_Batch`) and sent at its end as one query of several statements,
+    on a client-binding cursor of psycopg's (`psycopg.ClientCursor`, as Django's own): one
+    round trip, and the server runs a query of several statements as one transaction, all or
+    nothing, so Django's connection stays in autocommit. A step's write is four or five
+    statements: one round trip instead of seven (BEGIN, each statement, COMMIT) is most of
+    what the database costs the engine's worker. Statements answer through `Later`, read
+    after the block. Whatever must stop the transaction is checked by the database itself
+    (the fenced writes call hierarch_lease_lost()): an error of any statement undoes the
+    whole query and is raised as Django's error, and an exception of the block's own drops
+    what is queued. Hooks given to `on_commit` run after the commit.
+
+    When the block needs the database before its end (an answer read inside it, a query of
+    the ORM's, a statement that reads), a transaction of Django's (`atomic()`) is opened
+    there and what is queued is sent in it; the rest of the block goes in the same
+    transaction, committed at the block's end. The block must not open Django's
+    transactions itself.
 
     Elsewhere, with `careful` (the block needs answers before it commits, or the ORM's row
-    locks), or when the setting HIERARCH_ENGINE["PIPELINE"] is off: `atomic()` alone, each
-    statement answered as it is sent."""
+    locks), while Django logs or wraps statements, or when the setting
+    HIERARCH_ENGINE["PIPELINE"] is off: `atomic()`, statement by statement."""
     connection = connections[DEFAULT_DB_ALIAS]
-    whole = (
-        not careful
-        and connection.vendor == "postgresql"
-        and not connection.in_atomic_block
-        and settings.HIERARCH_ENGINE.get("PIPELINE", True)
-    )
-    with transaction.atomic():
-        if not whole:
+    if (
+        careful
+        or connection.vendor != "postgresql"
+        or connection.in_atomic_block
+        or getattr(_current, "batch", None) is not None
+        or connection.queries_logged
+        or connection.execute_wrappers
+        or not settings.HIERARCH_ENGINE.get("PIPELINE", True)
+    ):
+        with transaction.atomic():
             yield False
-            return
-        with connection.wrap_database_errors:
+        return
+    batch = _current.batch = _Batch(connection)
+    try:
+        with connection.execute_wrapper(batch.before_djangos):
             try:
-                with connection.connection.pipeline():
-                    yield True
-            except psycopg.errors.PipelineAborted as exc:
-                # When the answers after a failed statement reach psycopg after the failure's
-                # (timing, seen in CI), it raises "pipeline aborted" over the failure: raise
-                # what the server said (a unique key's conflict, a lost lease).
-                raise _first_failure(exc) from None
+                yield True
+                batch.flush(last=True)
+            except BaseException:
+                if batch.opened is not None:  # Django rolls its transaction back
+                    batch.opened.__exit__(*sys.exc_info())
+                raise
+            if batch.opened is not None:
+                batch.opened.close()  # Django commits
+    finally:
+        _current.batch = None
+    for hook in batch.hooks:
+        hook()
 
 
-def _first_failure(exc: BaseException) -> BaseException:
-    """The error that aborted a pipeline: the first of `exc`'s context that is not merely
-    "pipeline aborted", or `exc` itself."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, psycopg.Error) and not isinstance(seen, psycopg.errors.PipelineAborted):
-            return seen
-        seen = seen.__context__
-    return exc
+_current = threading.local()  # the thread's `one_trip` batch (Django's connections are per thread)
+
+
+class _Batch:
+    """The statements of a `one_trip` block, queued to be sent together."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+        self.statements: list[tuple[str, Sequence[Any]]] = []
+        self.answers: list[_Answer] = []
+        self.hooks: list[Callable[[], None]] = []
+        self.opened: contextlib.ExitStack | None = None  # Django's atomic(), when opened
+
+    def add(self, sql: str, params: Sequence[Any]) -> _Answer:
+        answer = _Answer(self)
+        self.statements.append((sql, params))
+        self.answers.append(answer)
+        return answer
+
+    def flush(self, *, last: bool = False) -> None:
+        """Send what is queued: at the block's end (`last`) as it is, else in a transaction
+        of Django's, opened now for the rest of the block."""
+        if not last and self.opened is None:
+            if self.connection.in_atomic_block:
+                raise transaction.TransactionManagementError(
+                    "a transaction was opened inside a one_trip block"
+                )
+            self.opened = contextlib.ExitStack()
+            self.opened.enter_context(transaction.atomic(using=self.connection.alias))
+        if not self.statements:
+            return
+        statements, answers = self.statements, self.answers
+        self.statements, self.answers = [], []
+        self.connection.ensure_connection()
+        with self.connection.wrap_database_errors:
+            cursor = psycopg.ClientCursor(self.connection.connection)
+            try:
+                # Each statement's values merged into it on its own (psycopg keeps how each
+                # statement's text splits), then all of them sent as one query.
+                cursor.execute("; ".join(cursor.mogrify(sql, params) for sql, params in statements))
+                for answer in answers:  # one result a statement, in order
+                    answer.take(cursor)
+                    cursor.nextset()
+            finally:
+                cursor.close()
+
+    def before_djangos(self, execute: Any, sql: Any, params: Any, many: Any, context: Any) -> Any:
+        """A statement through Django's cursors inside the block: what is queued goes first,
+        in the block's transaction."""
+        self.flush()
+        return execute(sql, params, many, context)
+
+
+class _Answer:
+    """A queued statement's answer, read as from a cursor once its batch is sent."""
+
+    __slots__ = ("batch", "rowcount", "rows")
+
+    def __init__(self, batch: _Batch) -> None:
+        self.batch = batch
+        self.rows: list[tuple] | None = None
+        self.rowcount = -1
+
+    def take(self, cursor: Any) -> None:
+        self.rows = cursor.fetchall() if cursor.description is not None else []
+        self.rowcount = cursor.rowcount
+
+    def _answered(self) -> list[tuple]:
+        if self.rows is None:
+            self.batch.flush()  # asked inside the block: sent now, in its transaction
+        return self.rows or []
+
+    def fetchall(self) -> list[tuple]:
+        return self._answered()
+
+    def fetchone(self) -> tuple | None:
+        rows = self._answered()
+        return rows[0] if rows else None
+
+    def close(self) -> None:
+        pass
+
+
+def on_commit(hook: Callable[[], None]) -> None:
+    """Run `hook` after the commit of the transaction in progress (`one_trip`'s or Django's)."""
+    batch = getattr(_current, "batch", None)
+    if batch is not None:
+        batch.hooks.append(hook)
+    else:
+        transaction.on_commit(hook)
+
+
+def _batch_of(connection: Any) -> _Batch | None:
+    batch = getattr(_current, "batch", None)
+    return batch if batch is not None and batch.connection is connection else None
 
 
 class Later:
@@ -181,10 +289,12 @@ class Later:
         return self._value
 
 
-def _ask(sql: str, params: list[Any], read: Callable[[Any], Any]) -> Later:
+def _ask(connection: Any, sql: str, params: list[Any], read: Callable[[Any], Any]) -> Later:
     """Execute a statement whose answer `read` takes from the cursor when it is asked for:
-    at once, or after the pipeline's round trip inside `one_trip`."""
-    connection = connections[DEFAULT_DB_ALIAS]
+    at once, or once its batch is sent inside `one_trip`."""
+    batch = _batch_of(connection)
+    if batch is not None:
+        return Later(batch.add(sql, params), read, connection)
     cursor = _open_cursor(connection)
     try:
         with connection.wrap_database_errors:
@@ -195,40 +305,58 @@ def _ask(sql: str, params: list[Any], read: Callable[[Any], Any]) -> Later:
     return Later(cursor, read, connection)
 
 
+def _send(connection: Any, sql: str, params: Sequence[Any]) -> None:
+    """Execute a statement whose answer nobody reads: queued inside `one_trip`."""
+    batch = _batch_of(connection)
+    if batch is not None:
+        batch.add(sql, params)
+        return
+    with _cursor(connection) as cursor:
+        cursor.execute(sql, params)
+
+
 @functools.cache
 def quote(name: str) -> str:
     return connections[DEFAULT_DB_ALIAS].ops.quote_name(name)
 
 
-def prep(model: type[models.Model], name: str, value: Any) -> Any:
-    """A value as the model's field sends it to this connection's database."""
-    return _preparer(model, name)(value)
+def prep(model: type[models.Model], name: str, value: Any, connection: Any = None) -> Any:
+    """A value as sent to the database for the model's field: on PostgreSQL a value of a
+    plain type (`_PLAIN`, or an aware datetime) as it is, for psycopg to adapt as it adapts
+    any (the column's type takes it: a UUID's text is a uuid), else as the field prepares it
+    (`get_db_prep_save`), which JSON columns and SQLite's values always are. On `connection`,
+    the thread's by default (the statements below pass theirs, looked up once: Django's
+    lookup costs more than preparing most values)."""
+    plain = _plain_types(model, name)
+    if type(value) in plain or (type(value) is datetime and datetime in plain and value.tzinfo):
+        return value
+    return _field(model, name).get_db_prep_save(value, connection or connections[DEFAULT_DB_ALIAS])
 
 
-def preparer(model: type[models.Model], name: str) -> Callable[[Any], Any]:
-    """`prep` for one field: the field's `get_db_prep_save` on this thread's connection."""
-    return _preparer(model, name)
+# What psycopg sends as the ORM would have it sent: a step sends about a hundred values,
+# and a field's preparation costs more than its statement's share of the round trip.
+_PLAIN = frozenset({str, int, bool, float, Decimal, uuid.UUID, type(None), datetime})
 
 
 @functools.cache
-def _preparer(model: type[models.Model], name: str) -> Callable[[Any], Any]:
-    save = model._meta.get_field(name).get_db_prep_save
-
-    def prepare(value: Any) -> Any:
-        return save(value, connections[DEFAULT_DB_ALIAS])
-
-    return prepare
+def _field(model: type[models.Model], name: str) -> Any:
+    return model._meta.get_field(name)
 
 
 @functools.cache
-def _preparers(
-    model: type[models.Model], names: tuple[str, ...]
-) -> tuple[Callable[[Any], Any], ...]:
-    return tuple(_preparer(model, name) for name in names)
+def _plain_types(model: type[models.Model], name: str) -> frozenset[type]:
+    """The types of value `prep` sends as they are for the field: on PostgreSQL the plain
+    ones, less text for a uuid column (a UUID's text in a VALUES list would be text);
+    nothing for a JSON column or on SQLite."""
+    field = _field(model, name)
+    target = field.target_field if field.is_relation else field
+    if connections[DEFAULT_DB_ALIAS].vendor != "postgresql" or isinstance(field, models.JSONField):
+        return frozenset()
+    return _PLAIN - {str} if isinstance(target, models.UUIDField) else _PLAIN
 
 
-def run_id_param(value: Any) -> Any:
-    return prep(Run, "id", value)
+def run_id_param(value: Any, connection: Any = None) -> Any:
+    return prep(Run, "id", value, connection)
 
 
 @functools.cache
@@ -275,7 +403,7 @@ def select(
     table = quote(model._meta.db_table)
     sql = f"SELECT {columns}{', ' + extra if extra else ''} FROM {table} "  # noqa: S608
     sql += f"WHERE {where}{' ORDER BY ' + order if order else ''}"
-    with _cursor() as cursor:
+    with _cursor(connection) as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     width = len(names)
@@ -317,18 +445,18 @@ def claim(
         f"RETURNING {columns}, "
         f"(SELECT e.status FROM {entity_table} e WHERE e.id = {table}.entity_id)"
     )
-    moment = prep(Run, "lease_expires_at", now)
+    moment = prep(Run, "lease_expires_at", now, connection)
     params = [
         owner,
-        prep(Run, "lease_expires_at", until),
-        run_id_param(run_id),
+        prep(Run, "lease_expires_at", until, connection),
+        run_id_param(run_id, connection),
         *terminal,
         *asleep,
         moment,
         owner,
         moment,
     ]
-    return _ask(sql, params, functools.partial(_claimed, names=names))
+    return _ask(connection, sql, params, functools.partial(_claimed, names=names))
 
 
 def claim_waiting(run_id: str, owner: str, claim: Claim) -> None:
@@ -342,17 +470,20 @@ def claim_waiting(run_id: str, owner: str, claim: Claim) -> None:
         f"UPDATE {table} SET lease_owner = %s, lease_expires_at = %s, wake_at = NULL, "  # noqa: S608
         f"resumed = (lease_owner <> '') WHERE id = %s AND {_CLAIMABLE} RETURNING id"
     )
-    terms = _claim_terms(claim, owner)
-    params = [owner, terms[0], run_id_param(run_id), *terms[1:]]
+    terms = _claim_terms(claim, owner, connection)
+    params = [owner, terms[0], run_id_param(run_id, connection), *terms[1:]]
     if connection.vendor == "postgresql":
         sql = (
             f"WITH c AS ({sql}) SELECT 1 FROM c UNION ALL "  # noqa: S608
             "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM c) AND hierarch_claim_refused(%s)"
         )
         params.append(str(run_id))
+    if connection.vendor == "postgresql":
+        _send(connection, sql, params)  # the database refuses
+        return
     with _cursor(connection) as cursor_:
         cursor_.execute(sql, params)
-        if connection.vendor != "postgresql" and cursor_.fetchone() is None:
+        if cursor_.fetchone() is None:
             raise ClaimRefused(f"run {run_id} changed since this worker left it waiting")
 
 
@@ -391,34 +522,33 @@ def update_run(
         claim = None
     names = tuple(values)
     sql = _update_sql(connection.vendor, names, claimed=claim is not None)
-    preps = _preparers(Run, names)
     params = [
-        *(prepare(values[n]) for n, prepare in zip(names, preps, strict=True)),
-        run_id_param(run_id),
+        *(prep(Run, name, values[name], connection) for name in names),
+        run_id_param(run_id, connection),
     ]
     if claim is not None:
-        terms = _claim_terms(claim, owner)
+        terms = _claim_terms(claim, owner, connection)
         taken = {"lease_owner": owner, "lease_expires_at": terms[0]}
         params[len(names) : len(names)] = [taken[n] for n in _TAKEN if n not in names]
         params += [*terms[1:], str(run_id)]
-        return _ask(sql, params, _cancel_flag)
+        return _ask(connection, sql, params, _cancel_flag)
     params.append(owner)
     if connection.vendor == "postgresql":
         params.append(str(run_id))
-    return _ask(sql, params, _cancel_flag)
+    return _ask(connection, sql, params, _cancel_flag)
 
 
-def _claim_terms(claim: Claim, owner: str) -> list[Any]:
+def _claim_terms(claim: Claim, owner: str, connection: Any) -> list[Any]:
     """The parameters of a claim's conditions: the lease's end, then the WHERE's after the
     run's id."""
-    moment = prep(Run, "lease_expires_at", claim.now)
+    moment = prep(Run, "lease_expires_at", claim.now, connection)
     return [
-        prep(Run, "lease_expires_at", claim.until),
+        prep(Run, "lease_expires_at", claim.until, connection),
         "WAITING",
-        prep(Run, "cursor", claim.cursor),
-        prep(Run, "iteration", claim.iteration),
-        prep(Run, "attempt", claim.attempt),
-        prep(Run, "deadline_at", claim.deadline),
+        prep(Run, "cursor", claim.cursor, connection),
+        prep(Run, "iteration", claim.iteration, connection),
+        prep(Run, "attempt", claim.attempt, connection),
+        prep(Run, "deadline_at", claim.deadline, connection),
         moment,
         owner,
         moment,
@@ -497,10 +627,10 @@ def add_counters(
     `record` (an `insert_statement`: the call's record) goes in with the counters: on
     PostgreSQL in the same statement, so a record and its count are one statement."""
     connection = connections[DEFAULT_DB_ALIAS]
-    ids = [run_id_param(value) for value in [run_id, *lineage]]
-    mine = run_id_param(run_id)
-    price = prep(Run, "total_cost_usd", cost)
-    held = prep(Run, "reserved_usd", estimate or Decimal(0))
+    ids = [run_id_param(value, connection) for value in [run_id, *lineage]]
+    mine = run_id_param(run_id, connection)
+    price = prep(Run, "total_cost_usd", cost, connection)
+    held = prep(Run, "reserved_usd", estimate or Decimal(0), connection)
     sql = _counters_sql(connection.vendor, len(ids))
     params = [
         price,
@@ -508,8 +638,8 @@ def add_counters(
         llm_calls,
         tool_calls,
         mine,
-        prep(Run, "lease_expires_at", until),
-        run_id_param(anchor) if anchor else None,
+        prep(Run, "lease_expires_at", until, connection),
+        run_id_param(anchor, connection) if anchor else None,
         held,
         price,
         *ids,
@@ -525,7 +655,7 @@ def add_counters(
     elif record is not None:
         with _cursor(connection) as cursor:
             cursor.execute(*record)
-    return _ask(sql, params, functools.partial(_counted, cost=cost))
+    return _ask(connection, sql, params, functools.partial(_counted, cost=cost))
 
 
 @functools.lru_cache(maxsize=64)
@@ -591,8 +721,9 @@ def reserve(
     """Count a call before it is made, for the run and every ancestor, and set its estimated
     cost aside at the budget anchor: all or nothing. False (`Later`; nothing written) when a call
     limit of one of them, or the anchor's budget, has no room for it."""
-    ids = [run_id_param(value) for value in [run_id, *lineage]]
-    held = prep(Run, "reserved_usd", estimate)
+    connection = connections[DEFAULT_DB_ALIAS]
+    ids = [run_id_param(value, connection) for value in [run_id, *lineage]]
+    held = prep(Run, "reserved_usd", estimate, connection)
     sql = (
         f"UPDATE {quote(Run._meta.db_table)} SET "  # noqa: S608
         "llm_calls = llm_calls + %s, tool_calls = tool_calls + %s, "
@@ -602,7 +733,7 @@ def reserve(
         "AND (max_tool_calls IS NULL OR tool_calls + %s <= max_tool_calls) "
         "AND (id <> %s OR budget_usd IS NULL OR total_cost_usd + reserved_usd + %s <= budget_usd)"
     )
-    anchor_param = run_id_param(anchor) if anchor else None
+    anchor_param = run_id_param(anchor, connection) if anchor else None
     params = [
         llm_calls,
         tool_calls,
@@ -614,7 +745,7 @@ def reserve(
         anchor_param,
         held,
     ]
-    return _ask(sql, params, functools.partial(_changed, rows=len(ids)))
+    return _ask(connection, sql, params, functools.partial(_changed, rows=len(ids)))
 
 
 def _changed(cursor: Any, *, rows: int) -> bool:
@@ -623,22 +754,25 @@ def _changed(cursor: Any, *, rows: int) -> bool:
 
 def unreserve(anchor: str, amount: Decimal) -> None:
     """Give back what was set aside at a budget anchor."""
-    with _cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {quote(Run._meta.db_table)} SET reserved_usd = reserved_usd - %s "  # noqa: S608
-            "WHERE id = %s",
-            [prep(Run, "reserved_usd", amount), run_id_param(anchor)],
-        )
+    connection = connections[DEFAULT_DB_ALIAS]
+    _send(
+        connection,
+        f"UPDATE {quote(Run._meta.db_table)} SET reserved_usd = reserved_usd - %s "  # noqa: S608
+        "WHERE id = %s",
+        [prep(Run, "reserved_usd", amount, connection), run_id_param(anchor, connection)],
+    )
 
 
 def reserve_budget(anchor: str, amount: Decimal) -> Later:
     """Set a child's budget aside at its parent's anchor; False (`Later`; nothing written)
     when the anchor's budget has no room for it."""
-    held = prep(Run, "reserved_usd", amount)
+    connection = connections[DEFAULT_DB_ALIAS]
+    held = prep(Run, "reserved_usd", amount, connection)
     return _ask(
+        connection,
         f"UPDATE {quote(Run._meta.db_table)} SET reserved_usd = reserved_usd + %s "  # noqa: S608
         "WHERE id = %s AND total_cost_usd + reserved_usd + %s <= budget_usd",
-        [held, run_id_param(anchor), held],
+        [held, run_id_param(anchor, connection), held],
         functools.partial(_changed, rows=1),
     )
 
@@ -646,6 +780,7 @@ def reserve_budget(anchor: str, amount: Decimal) -> Later:
 def return_budget(run_id: str, parent_id: str) -> None:
     """A run with a budget of its own ends: give what it did not use back to the anchor its
     budget was set aside at (its parent's anchor), whatever became of it."""
+    connection = connections[DEFAULT_DB_ALIAS]
     table = quote(Run._meta.db_table)
     sql = (
         f"UPDATE {table} SET reserved_usd = reserved_usd - ("  # noqa: S608
@@ -653,8 +788,7 @@ def return_budget(run_id: str, parent_id: str) -> None:
         f"THEN c.budget_usd - c.total_cost_usd ELSE 0 END FROM {table} c WHERE c.id = %s) "
         f"WHERE id = (SELECT p.budget_anchor FROM {table} p WHERE p.id = %s)"
     )
-    with _cursor() as cursor:
-        cursor.execute(sql, [run_id_param(run_id), run_id_param(parent_id)])
+    _send(connection, sql, [run_id_param(run_id, connection), run_id_param(parent_id, connection)])
 
 
 def insert(
@@ -669,8 +803,7 @@ def insert(
     the column in every row)."""
     statement = insert_statement(model, rows, conflict=conflict, update=update)
     if statement is not None:
-        with _cursor(connections[DEFAULT_DB_ALIAS]) as cursor:
-            cursor.execute(*statement)
+        _send(connections[DEFAULT_DB_ALIAS], *statement)
 
 
 def insert_statement(
@@ -685,19 +818,18 @@ def insert_statement(
         return None
     connection = connections[DEFAULT_DB_ALIAS]
     names = tuple(rows[0])
-    preps = _preparers(model, names)
     shape = tuple(v.sql if isinstance(v, Computed) else None for v in rows[0].values())
     sql = _insert_sql(
         connection.vendor, model, names, len(rows), tuple(conflict), tuple(update), shape
     )
     params: list[Any] = []
     for row in rows:
-        for name, prepare in zip(names, preps, strict=True):
+        for name in names:
             value = row[name]
             if isinstance(value, Computed):
                 params.extend(value.params)
             else:
-                params.append(prepare(value))
+                params.append(prep(model, name, value, connection))
     return sql, params
 
 
@@ -751,8 +883,8 @@ def append_rows(trace_id: str, rows: list[tuple[str, str, dict]], now: datetime)
     connection = connections[DEFAULT_DB_ALIAS]
     sequences = quote(TraceSequence._meta.db_table)
     events = quote(RunEvent._meta.db_table)
-    trace = prep(TraceSequence, "trace_id", trace_id)
-    created = prep(RunEvent, "created_at", now)
+    trace = prep(TraceSequence, "trace_id", trace_id, connection)
+    created = prep(RunEvent, "created_at", now, connection)
     count = len(rows)
     if connection.vendor == "postgresql":
         # One statement: take the numbers (making the trace's row on its first events) and
@@ -770,12 +902,12 @@ def append_rows(trace_id: str, rows: list[tuple[str, str, dict]], now: datetime)
         for index, (run_id, kind, payload) in enumerate(rows, start=1):
             params += [
                 index,
-                prep(RunEvent, "run", run_id),
+                prep(RunEvent, "run", run_id, connection),
                 kind,
-                prep(RunEvent, "payload", payload),
+                prep(RunEvent, "payload", payload, connection),
             ]
-        return _ask(sql, params, _first_number)
-    with _cursor() as cursor:
+        return _ask(connection, sql, params, _first_number)
+    with _cursor(connection) as cursor:
         cursor.execute(
             f"INSERT INTO {sequences} AS q (trace_id, last_seq) VALUES (%s, %s) "  # noqa: S608
             "ON CONFLICT (trace_id) DO UPDATE SET last_seq = q.last_seq + EXCLUDED.last_seq "
@@ -807,10 +939,11 @@ def _first_number(cursor: Any) -> int:
 
 def cancel_flag(run_id: str) -> bool:
     """Whether a cancel was asked of the run (False for no such run)."""
+    connection = connections[DEFAULT_DB_ALIAS]
     table = quote(Run._meta.db_table)
-    with _cursor() as cursor:
+    with _cursor(connection) as cursor:
         query = f"SELECT cancel_requested FROM {table} WHERE id = %s"  # noqa: S608
-        cursor.execute(query, [run_id_param(run_id)])
+        cursor.execute(query, [run_id_param(run_id, connection)])
         row = cursor.fetchone()
     return bool(row and row[0])
 
@@ -820,8 +953,9 @@ def lock_status(run_id: str) -> str | None:
     connection = connections[DEFAULT_DB_ALIAS]
     table = quote(Run._meta.db_table)
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    with _cursor() as cursor:
-        cursor.execute(f"SELECT status FROM {table} WHERE id = %s{lock}", [run_id_param(run_id)])  # noqa: S608
+    with _cursor(connection) as cursor:
+        query = f"SELECT status FROM {table} WHERE id = %s{lock}"  # noqa: S608
+        cursor.execute(query, [run_id_param(run_id, connection)])
         row = cursor.fetchone()
     return None if row is None else row[0]
 
@@ -829,25 +963,27 @@ def lock_status(run_id: str) -> str | None:
 def group_unfinished(parent_id: str, spawn_group: str, terminal: Iterable[str]) -> bool:
     """Whether a child of the spawn group has not ended. A statement of its own, after the
     parent's lock: under READ COMMITTED it sees what siblings committed while it waited."""
+    connection = connections[DEFAULT_DB_ALIAS]
     terminal = [str(s) for s in terminal]
     table = quote(Run._meta.db_table)
     sql = (
         f"SELECT 1 FROM {table} WHERE parent_id = %s AND spawn_group = %s "  # noqa: S608
         f"AND status NOT IN ({marks(terminal)}) LIMIT 1"
     )
-    with _cursor() as cursor:
-        cursor.execute(sql, [run_id_param(parent_id), spawn_group, *terminal])
+    with _cursor(connection) as cursor:
+        cursor.execute(sql, [run_id_param(parent_id, connection), spawn_group, *terminal])
         return cursor.fetchone() is not None
 
 
 def release(run_id: str, owner: str) -> None:
+    connection = connections[DEFAULT_DB_ALIAS]
     table = quote(Run._meta.db_table)
-    with _cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET lease_owner = '', lease_expires_at = NULL "  # noqa: S608
-            "WHERE id = %s AND lease_owner = %s",
-            [run_id_param(run_id), owner],
-        )
+    _send(
+        connection,
+        f"UPDATE {table} SET lease_owner = '', lease_expires_at = NULL "  # noqa: S608
+        "WHERE id = %s AND lease_owner = %s",
+        [run_id_param(run_id, connection), owner],
+    )
 
 
 # The tables whose plans matter to the engine's statements, and the least size (in pages) at

@@ -522,7 +522,7 @@ class OrmRunStore:
             written = sql.update_run(run.id, self.owner, fields, claim=claim)
             self._settle(lambda: self._seen(run, written.value()))
         if changed:
-            transaction.on_commit(lambda: kept.update(changed))
+            sql.on_commit(lambda: kept.update(changed))
 
     def _insert_unwritten(self, fields: dict[str, Any] | None = None) -> None:
         """The row of the child a held start creates, with `fields` of the child's own first
@@ -1792,7 +1792,7 @@ def append_event_rows(trace_id: str, rows: list[tuple[str, str, dict]]) -> None:
             ],
         )
 
-    transaction.on_commit(sent)
+    sql.on_commit(sent)
 
 
 def broadcast(group: str, message: dict) -> None:

@@ -10,7 +10,6 @@ import gc
 import weakref
 from decimal import Decimal
 
-import psycopg
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -216,38 +215,48 @@ def test_a_failing_statement_rolls_the_whole_write_back_and_leaves_the_connectio
     assert connection.connection.info.transaction_status == TransactionStatus.IDLE
 
 
-def test_the_error_raised_is_the_servers_even_when_the_later_answers_come_late():
-    """After a failed statement the server answers the rest of the pipeline "aborted". When
-    those answers reach psycopg after the failure's (a second packet: timing, seen in CI),
-    psycopg raises "pipeline aborted" over the real error, which it keeps as the context.
-    The store must still see the real one: a late worker's duplicate call is LeaseLost, not
-    an OperationalError."""
-    failure = psycopg.errors.UniqueViolation("duplicate key")
-    try:
-        try:
-            raise failure
-        finally:
-            raise psycopg.errors.PipelineAborted("pipeline aborted")
-    except psycopg.errors.PipelineAborted as aborted:
-        assert sql._first_failure(aborted) is failure
-        plain = psycopg.errors.PipelineAborted("pipeline aborted")
-        assert sql._first_failure(plain) is plain  # nothing under it: itself
+def test_the_error_raised_is_the_servers_for_a_statement_in_the_middle_of_the_write(acme):
+    """The statements after a failed one are not run: the server's error is what is raised
+    (a unique key's conflict, a lost lease), and nothing of the write is kept."""
+    with pytest.raises(IntegrityError, match="duplicate key"), sql.one_trip() as whole:
+        assert whole
+        sql.insert(RecordedRow, [row(acme, "once")])
+        sql.insert(RecordedRow, [row(acme, "once")])
+        sql.insert(RecordedRow, [row(acme, "after")])
+    assert not RecordedRow.objects.exists()
+    assert connection.connection.info.transaction_status == TransactionStatus.IDLE
+
+
+def test_a_read_inside_the_block_opens_the_transaction_the_rest_goes_in(acme):
+    """An answer wanted before the block's end: what is queued is sent inside a transaction
+    of Django's, which the rest of the block joins and which commits at the end."""
+    with pytest.raises(ValueError, match="changed my mind"), sql.one_trip():
+        sql.insert(RecordedRow, [row(acme, "first")])
+        assert RecordedRow.objects.count() == 1  # the ORM's read sees the queued insert
+        assert connection.in_atomic_block
+        raise ValueError("changed my mind")
+    assert not RecordedRow.objects.exists()
+
+    with sql.one_trip():
+        sql.insert(RecordedRow, [row(acme, "first")])
+        assert RecordedRow.objects.count() == 1
+        sql.insert(RecordedRow, [row(acme, "second")])
+    assert RecordedRow.objects.count() == 2
+    assert not connection.in_atomic_block
 
 
 def test_an_exception_inside_the_block_rolls_it_back_and_skips_the_commit_hooks(acme):
     ran: list[str] = []
     with pytest.raises(ValueError, match="changed my mind"), sql.one_trip():
         sql.insert(RecordedRow, [row(acme, "first")])
-        transaction.on_commit(lambda: ran.append("rolled back"))
+        sql.on_commit(lambda: ran.append("rolled back"))
         raise ValueError("changed my mind")
     assert not RecordedRow.objects.exists()
     assert ran == []
 
     with sql.one_trip():
         sql.insert(RecordedRow, [row(acme, "second")])
-        transaction.on_commit(
-            lambda: ran.append(f"after commit: {RecordedRow.objects.count()} row")
-        )
+        sql.on_commit(lambda: ran.append(f"after commit: {RecordedRow.objects.count()} row"))
     assert ran == ["after commit: 1 row"]
 
 
