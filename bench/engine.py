@@ -18,10 +18,10 @@ so the difference to a run without shows what checking them costs per node.
 
 Prints a summary, or one JSON line with --json: nodes, wall_s, per_node_ms,
 queries_per_node and round_trips_per_node (sync only, where they are counted in this process:
-statements sent, BEGIN and COMMIT included, and the exchanges with the database the worker
-waited for), cpu_ms_per_node (sync only), db_cpu_ms_per_node (sync, PostgreSQL on this
-host: its backend process's CPU), rows_per_node, peak_rss_mb (this process) and
-worker_peak_rss_mb (celery).
+queries sent, BEGIN and COMMIT included (a transaction sent whole is one), and the exchanges
+with the database the worker waited for), cpu_ms_per_node (sync only), db_cpu_ms_per_node
+(sync, PostgreSQL on this host: its backend process's CPU), rows_per_node, peak_rss_mb
+(this process) and worker_peak_rss_mb (celery).
 """
 
 from __future__ import annotations
@@ -194,7 +194,8 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
     # Round trips: each exchange with the database the engine waits for. A statement, a BEGIN
     # and a COMMIT each, except in a pipeline (PostgreSQL), where statements are only sent
     # and the wait comes once, when the pipeline syncs or its answers are fetched. Queries:
-    # every statement sent, BEGIN and COMMIT included. Counted under psycopg's cursors and
+    # every query sent, BEGIN and COMMIT included (a transaction's statements sent together
+    # as one query, runs/sql.py `one_trip`, count once). Counted under psycopg's cursors and
     # commands (a Django execute wrapper would put the engine's statements through Django's
     # cursor wrapper, runs/sql.py, and measure that instead), and under Django's on SQLite.
     counted = {"round_trips": 0, "queries": 0}
