@@ -59,6 +59,7 @@ from django.db import connection  # noqa: E402
 
 from entities.models import Entity, Workspace  # noqa: E402
 from entities.services import entities_import  # noqa: E402
+from runs import sql  # noqa: E402
 from runs.models import TERMINAL, LLMCall, Run, RunEvent, StepRun, ToolCall  # noqa: E402
 
 TYPES = ("PROCESS", "AGENT", "SKILL", "ACTION")
@@ -268,8 +269,14 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
         # here this loop is the executor, or a pool thread would race it for the root.
         with _handed_to(queue):
             run = run_start(entity=root, input_data={})
+        analysed = time.monotonic()
         while queue:
             engine.advance(queue.pop(0))
+            if time.monotonic() - analysed >= settings.HIERARCH_ENGINE["SWEEP_SECONDS"]:
+                # What the sweeper does meanwhile in a deployment (runs/sweeper.py): fresh
+                # planner statistics once a runs table has doubled.
+                sql.analyze(grown_only=True)
+                analysed = time.monotonic()
     finally:
         if profiler is not None:
             profiler.disable()

@@ -290,19 +290,14 @@ class Later:
 
 
 def _ask(connection: Any, sql: str, params: list[Any], read: Callable[[Any], Any]) -> Later:
-    """Execute a statement whose answer `read` takes from the cursor when it is asked for:
-    at once, or once its batch is sent inside `one_trip`."""
+    """Execute a statement whose answer `read` takes from the cursor: at once, or once its
+    batch is sent inside `one_trip` (when it is asked for)."""
     batch = _batch_of(connection)
     if batch is not None:
         return Later(batch.add(sql, params), read, connection)
-    cursor = _open_cursor(connection)
-    try:
-        with connection.wrap_database_errors:
-            cursor.execute(sql, params)
-    except BaseException:
-        cursor.close()
-        raise
-    return Later(cursor, read, connection)
+    with _cursor(connection) as cursor:  # read at once: SQLite's cursor is live until read
+        cursor.execute(sql, params)
+        return Later.known(read(cursor))
 
 
 def _send(connection: Any, sql: str, params: Sequence[Any]) -> None:
