@@ -20,17 +20,17 @@ of DATABASE_URL, run once, and measured:
 With --governed the tree runs under a budget and call limits (seed 000 §3.7, never reached),
 so the difference to a run without shows what checking them costs per node.
 
-Prints a summary, or one JSON line with --json: nodes, wall_s, per_node_ms,
-queries_per_node and round_trips_per_node (sync only, where they are counted in this process:
-statements sent, BEGIN and COMMIT included, and the exchanges with the database the worker
-waited for), cpu_ms_per_node (sync only), db_cpu_ms_per_node (sync, PostgreSQL on this
-host: its backend process's CPU), rows_per_node, peak_rss_mb (this process) and
-worker_peak_rss_mb (celery). On PostgreSQL also db_connections_peak (the most connections to
-the database at once over the run, sampled every 10 ms from pg_stat_activity: every process's,
-this one's included) and, with celery, worker_db_connections_peak (the workers' alone);
-calls_in_flight_peak (the most model calls at once, from their records' end and latency),
-worker_rss_mb_per_call_in_flight and worker_cpu_ms_per_node (celery: the workers' CPU over
-the run).
+Prints a summary, or one JSON line with --json: nodes, wall_s, per_node_ms, queries_per_node
+and round_trips_per_node (sync only, where they are counted in this process: queries sent,
+BEGIN and COMMIT included (a transaction sent whole is one), and the exchanges with the
+database the worker waited for), cpu_ms_per_node (sync only), db_cpu_ms_per_node (sync,
+PostgreSQL on this host: its backend process's CPU), rows_per_node, peak_rss_mb (this process)
+and worker_peak_rss_mb (celery). On PostgreSQL also db_connections_peak (the most connections
+to the database at once over the run, sampled every 10 ms from pg_stat_activity: every
+process's, this one's included) and, with celery, worker_db_connections_peak (the workers'
+alone); calls_in_flight_peak (the most model calls at once, from their records' end and
+latency), worker_rss_mb_per_call_in_flight and worker_cpu_ms_per_node (celery: the workers' CPU
+over the run).
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ from django.db import connection  # noqa: E402
 
 from entities.models import Entity, Workspace  # noqa: E402
 from entities.services import entities_import  # noqa: E402
+from runs import sql  # noqa: E402
 from runs.models import TERMINAL, LLMCall, Run, RunEvent, StepRun, ToolCall  # noqa: E402
 
 TYPES = ("PROCESS", "AGENT", "SKILL", "ACTION")
@@ -203,111 +204,66 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
     from governance import safety
 
     safety.scan("warm up: +44 20 7946 0958", ["PII"])  # the PII scanner's data, loaded once
-    # Round trips: each exchange with the database the engine waits for. A statement, a BEGIN
-    # and a COMMIT each, except in a pipeline (PostgreSQL), where statements are only sent
-    # and the wait comes once, when the pipeline syncs or its answers are fetched. Queries:
-    # every statement sent, BEGIN and COMMIT included. Counted under runs/sql.py's batches
-    # and psycopg's cursors (a Django execute wrapper would put the engine's statements
-    # through Django's cursor wrapper, runs/sql.py, and measure that instead), and under
-    # Django's on SQLite.
+    # Queries: every query sent, BEGIN and COMMIT included (a transaction's statements sent
+    # together as one query, runs/sql.py `one_trip`, count once); round trips: each exchange
+    # the engine waits for (no pipelines: every query is one). Counted by wrapping the public
+    # methods that send them (psycopg's Cursor.execute, Connection.commit and rollback, and
+    # the BEGIN psycopg sends before a query outside autocommit), on whichever connection the
+    # pool hands this thread (the lease heartbeat's thread not); on SQLite, under Django's
+    # execute wrapper (there runs/sql.py's statements go through Django's cursors).
     counted = {"round_trips": 0, "queries": 0}
-    # The engine's thread takes a connection from the pool at each query after a wait: what
-    # this thread sends counts, on whichever connection (the lease heartbeat's thread not).
     postgresql = connection.vendor == "postgresql"
     counting_thread = threading.get_ident()
     restore: list = []
 
-    def count_statement(in_pipeline: bool, implicit_begin: bool) -> None:
-        counted["queries"] += 1 + implicit_begin
-        if not in_pipeline:
-            counted["round_trips"] += 1 + implicit_begin
+    def sent(queries: int = 1) -> None:
+        if threading.get_ident() == counting_thread:
+            counted["queries"] += queries
+            counted["round_trips"] += queries
 
     if not postgresql:
 
         def count(execute, sql, params, many, context):  # noqa: ANN001
-            count_statement(False, False)
+            sent()
             return execute(sql, params, many, context)
 
         wrapper = connection.execute_wrapper(count)
         wrapper.__enter__()
         restore.append(lambda: wrapper.__exit__(None, None, None))
+        commit = connection.commit
+
+        def counting_commit() -> None:
+            sent(2)  # its BEGIN here too
+            commit()
+
+        connection.commit = counting_commit
+        restore.append(lambda: delattr(connection, "commit"))
     else:
-        cursor_execute = psycopg.Cursor.execute
+        originals = {
+            "execute": psycopg.Cursor.execute,
+            "commit": psycopg.Connection.commit,
+            "rollback": psycopg.Connection.rollback,
+        }
 
         def counting_execute(self, query, params=None, **kwargs):  # noqa: ANN001, ANN202
-            raw = self._conn
-            if threading.get_ident() == counting_thread:
-                idle = not raw.autocommit and raw.pgconn.transaction_status == IDLE
-                count_statement(raw._pipeline is not None, idle and raw._pipeline is None)
-            return cursor_execute(self, query, params, **kwargs)
+            raw = self.connection
+            sent(1 + (not raw.autocommit and raw.info.transaction_status == IDLE))
+            return originals["execute"](self, query, params, **kwargs)
+
+        def counting_commit(self):  # noqa: ANN001, ANN202
+            sent()
+            return originals["commit"](self)
+
+        def counting_rollback(self):  # noqa: ANN001, ANN202
+            sent()
+            return originals["rollback"](self)
 
         psycopg.Cursor.execute = counting_execute
-        restore.append(lambda: setattr(psycopg.Cursor, "execute", cursor_execute))
-        exec_command = psycopg.Connection._exec_command
-
-        def counting_command(self, command, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-            if threading.get_ident() == counting_thread:
-                counted["queries"] += 1  # BEGIN or COMMIT, queued in a pipeline
-            return exec_command(self, command, *args, **kwargs)
-
-        psycopg.Connection._exec_command = counting_command
-        restore.append(lambda: setattr(psycopg.Connection, "_exec_command", exec_command))
-        pipelines = psycopg._pipeline_base.BasePipeline
-        sync_gen, fetch_gen = pipelines._sync_gen, pipelines._fetch_gen
-
-        def counting_sync_gen(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-            counted["round_trips"] += 1
-            return sync_gen(self, *args, **kwargs)
-
-        def counting_fetch_gen(self, *, flush):  # noqa: ANN001, ANN202
-            counted["round_trips"] += 1 if flush else 0  # an exit, or answers fetched early
-            return fetch_gen(self, flush=flush)
-
-        pipelines._sync_gen, pipelines._fetch_gen = counting_sync_gen, counting_fetch_gen
-        restore.append(lambda: setattr(pipelines, "_sync_gen", sync_gen))
-        restore.append(lambda: setattr(pipelines, "_fetch_gen", fetch_gen))
-        # The engine's transactions (runs/sql.py `_Batch`): each statement, BEGIN and COMMIT
-        # sent; a round trip each time the batch syncs.
-        from runs import sql
-
-        batch_send, batch_open, batch_sync = sql._Batch.send, sql._Batch._open, sql._sync
-
-        def counting_send(self, statement):  # noqa: ANN001, ANN202
-            counted["queries"] += 1
-            return batch_send(self, statement)
-
-        def counting_open(self):  # noqa: ANN001, ANN202
-            counted["queries"] += not self.begun
-            return batch_open(self)
-
-        def counting_batch_sync(pgconn):  # noqa: ANN001, ANN202
-            counted["round_trips"] += 1
-            return batch_sync(pgconn)
-
-        def counting_flush(self, *, commit=False):  # noqa: ANN001, ANN202
-            counted["queries"] += commit
-            return batch_flush(self, commit=commit)
-
-        batch_flush = sql._Batch.flush
-        sql._Batch.send, sql._Batch._open, sql._sync = (
-            counting_send,
-            counting_open,
-            counting_batch_sync,
-        )
-        sql._Batch.flush = counting_flush
-        restore.append(lambda: setattr(sql._Batch, "send", batch_send))
-        restore.append(lambda: setattr(sql._Batch, "_open", batch_open))
-        restore.append(lambda: setattr(sql._Batch, "flush", batch_flush))
-        restore.append(lambda: setattr(sql, "_sync", batch_sync))
-    commit = connection.commit
-
-    def counting_commit() -> None:
-        counted["round_trips"] += 1 if postgresql else 2  # SQLite: its BEGIN here too
-        counted["queries"] += 1 if postgresql else 2
-        commit()
-
-    connection.commit = counting_commit
-    restore.append(lambda: delattr(connection, "commit"))
+        psycopg.Connection.commit = counting_commit
+        psycopg.Connection.rollback = counting_rollback
+        restore.append(lambda: setattr(psycopg.Cursor, "execute", originals["execute"]))
+        restore.append(lambda: setattr(psycopg.Connection, "commit", originals["commit"]))
+        restore.append(lambda: setattr(psycopg.Connection, "rollback", originals["rollback"]))
     profiler = cProfile.Profile() if profile else None
     backend = _backend_cpu_s()
     CPU["before"] = time.process_time()
@@ -319,8 +275,14 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
         # here this loop is the executor, or a pool thread would race it for the root.
         with _handed_to(queue):
             run = run_start(entity=root, input_data={})
+        analysed = time.monotonic()
         while queue:
             engine.advance(queue.pop(0))
+            if time.monotonic() - analysed >= settings.HIERARCH_ENGINE["SWEEP_SECONDS"]:
+                # What the sweeper does meanwhile in a deployment (runs/sweeper.py): fresh
+                # planner statistics once a runs table has doubled.
+                sql.analyze(grown_only=True)
+                analysed = time.monotonic()
     finally:
         if profiler is not None:
             profiler.disable()

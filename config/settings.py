@@ -187,8 +187,8 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
     # No JIT compilation: it starts when the planner's estimate passes jit_above_cost, which
     # stale statistics make happen for millisecond queries, and then costs ~10 ms a query
     # (seen on the engine's child lookup). HIERARCH_DB_JIT=1 leaves the server's setting.
+    _options = _db.setdefault("OPTIONS", {})
     if not env_bool("HIERARCH_DB_JIT", False):
-        _options = _db.setdefault("OPTIONS", {})
         _options["options"] = f"{_options.get('options', '')} -c jit=off".strip()
     # Every process takes its connections from a pool (Django's, on psycopg_pool) of at most
     # DB_POOL_MAX_SIZE, however many threads it runs: a thread holds one only while it talks
@@ -202,7 +202,7 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
     _pool_min, _pool_max = env_int("DB_POOL_MIN_SIZE", 2), env_int("DB_POOL_MAX_SIZE", 10)
     if _pool_max < 1 or not 0 <= _pool_min <= _pool_max:
         raise ImproperlyConfigured("DB_POOL_MAX_SIZE is 1 or more, DB_POOL_MIN_SIZE 0 to it")
-    _db.setdefault("OPTIONS", {})["pool"] = {
+    _options["pool"] = {
         "min_size": _pool_min,
         "max_size": _pool_max,
         # How long a thread waits for a free connection before its work fails (a step's
@@ -212,6 +212,12 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
     # Behind a pooler in transaction mode (PgBouncer) a server-side cursor (QuerySet.iterator,
     # the audit chain's verification) cannot outlive its transaction: read in chunks instead.
     _db["DISABLE_SERVER_SIDE_CURSORS"] = env_bool("DB_DISABLE_SERVER_SIDE_CURSORS", False)
+    # psycopg prepares a statement bound on the server (the engine's per-step statements,
+    # runs/sql.py; the ORM binds on the client and never prepares) once a connection ran it
+    # this many times. Django's default, None, prepares nothing: for a connection pooler in
+    # transaction mode that cannot keep prepared statements (HIERARCH_PREPARE_STATEMENTS=0).
+    if env_bool("HIERARCH_PREPARE_STATEMENTS", True):
+        _options["prepare_threshold"] = 5
 else:
     raise ImproperlyConfigured(f"DATABASE_URL uses {_db['ENGINE']}; use postgres:// or sqlite://")
 DATABASES = {"default": _db}
@@ -258,9 +264,6 @@ HIERARCH_ENGINE = {
     # leases taken in the same commits, no hint and no claim) for up to this long, then
     # hands the next one to any worker. 0 turns it off: every run goes through the queue.
     "HANDOFF_SECONDS": env_float("HIERARCH_HANDOFF_SECONDS", 1.0),
-    # PostgreSQL: the engine's per-step statements are prepared once per connection. Turn it
-    # off behind a connection pooler in transaction mode that cannot keep prepared statements.
-    "PREPARE_STATEMENTS": env_bool("HIERARCH_PREPARE_STATEMENTS", True),
     # PostgreSQL: each write of a step sends its statements together (pipeline mode) and
     # waits once for all their answers, not once each.
     "PIPELINE": env_bool("HIERARCH_PIPELINE", True),

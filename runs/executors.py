@@ -109,7 +109,7 @@ def _outside_a_transaction(connection: Any) -> bool:
     raw = connection.connection
     if connection.vendor != "postgresql":
         return True
-    return raw.pgconn.transaction_status == TransactionStatus.IDLE
+    return raw.info.transaction_status == TransactionStatus.IDLE
 
 
 def release_connections() -> None:

@@ -6,6 +6,16 @@ values are prepared by the models' own fields (`get_db_prep_save`) and rows read
 through the converters the ORM itself applies, so both backends see what the ORM would
 send and the engine gets what the ORM would return. Table and column names come from the
 models' meta, never from input. Every other query of the store stays on the ORM.
+
+On PostgreSQL they run on psycopg's own cursors (`psycopg.Cursor`), which bind their
+parameters on the server, so psycopg prepares each of them on the connection once it has
+run it `prepare_threshold` times: DATABASES["default"]["OPTIONS"], set from
+HIERARCH_PREPARE_STATEMENTS in config/settings.py (None, Django's default, prepares
+nothing). Django's own cursors bind on the client and never prepare, whatever the
+threshold, so the ORM's queries are sent as Django sends them. psycopg keeps the prepared
+statements of each connection itself; nothing here is kept per connection, so connections
+may come from a pool and change from one step to the next. A transaction of the store's is
+sent in psycopg's pipeline (`one_trip`).
 """
 
 from __future__ import annotations
@@ -13,22 +23,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import itertools
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from decimal import Decimal
-from select import select as _wait_for
 from typing import Any
 
 import psycopg
-import psycopg.adapt
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
-from psycopg import pq
 
-from runs.models import Run, RunEvent, TraceSequence
+from runs.models import LLMCall, Run, RunEvent, StepRun, ToolCall, TraceSequence
 
 # Each function takes the thread's connection once (`connections[DEFAULT_DB_ALIAS]`):
 # `django.db.connection` is a proxy that looks it up again on every attribute, and these run
@@ -40,355 +47,39 @@ def _cursor(connection: Any = None) -> Iterator[Any]:
     """A cursor for these statements, closed after the block (see `_open_cursor`); errors
     in the block are Django's."""
     connection = connection or connections[DEFAULT_DB_ALIAS]
+    batch = _batch_of(connection)
+    if batch is not None:
+        batch.flush()  # a statement that reads: what is queued first, in the transaction
     cursor = _open_cursor(connection)
     try:
         with connection.wrap_database_errors:
             yield cursor
     finally:
-        _done(cursor)
+        cursor.close()
 
 
 def _open_cursor(connection: Any) -> Any:
-    """A cursor for these statements. On PostgreSQL it binds parameters on the server and
-    prepares each statement on first use (one plan per connection and statement text):
-    planning a statement on the run table costs more than running it. Django's own cursors
-    bind on the client and never prepare, so connection poolers keep working for the rest;
-    these run inside the worker's own connection.
+    """A cursor for these statements: on PostgreSQL psycopg's own, binding on the server (so
+    that psycopg may prepare the statement, see the module's docstring).
 
     While Django logs statements (DEBUG, a test capturing queries) or someone wrapped them
     (`connection.execute_wrapper`: tracing, counting), the cursor is Django's wrapper around
-    it, so these statements are logged and wrapped like any other. Else it is psycopg's own
-    (Django's wrapper costs more than the statement's own Python); the callers turn its
-    errors into Django's (`_cursor`, `_ask`, `one_trip`)."""
-    if connection.vendor != "postgresql" or not settings.HIERARCH_ENGINE.get(
-        "PREPARE_STATEMENTS", True
-    ):
+    it, so these statements are logged and wrapped like any other. Else it is psycopg's
+    cursor itself (Django's wrapper costs more than the statement's own Python); the callers
+    turn its errors into Django's (`_cursor`, `_ask`, `Later`)."""
+    if connection.vendor != "postgresql":
         return connection.cursor()
-    batch = getattr(_batching, "batch", None)
-    if batch is not None and batch.connection is connection:
-        return batch.cursor()  # inside `one_trip`: kept for the batch
+    # What Django's `connection.cursor()` does before it makes a cursor.
+    connection.close_if_health_check_failed()
     connection.ensure_connection()
-    raw = connection.connection
-    if raw.prepare_threshold is None:
-        # Django turns preparing off; let these statements (prepare=True) prepare, and
-        # nothing else: Django's client-binding cursors never prepare.
-        raw.prepare_threshold = _ONLY_WHEN_ASKED
-    state = _connection_state(raw)
-    state.executed += 1
-    if state.executed >= state.replan_after:
-        _replan(raw, state)
-    if connection.queries_logged or connection.execute_wrappers:
-        return connection._prepare_cursor(_PreparingCursor(raw))
-    connection.validate_no_broken_transaction()  # as Django's wrapper would
-    # psycopg's cursors keep what they learnt (how to send each type of value, how to read
-    # each column): reused, a statement costs a quarter less than on a new cursor.
-    idle = getattr(raw, _IDLE, None)
-    if idle:
-        return idle.pop()
-    if idle is None:
-        setattr(raw, _IDLE, [])
-    return _PreparingCursor(raw)
+    cursor = psycopg.Cursor(connection.connection)
+    if connection.queries_logged:
+        return connection.make_debug_cursor(cursor)
+    if connection.execute_wrappers:
+        return connection.make_cursor(cursor)
+    connection.validate_no_broken_transaction()
+    return cursor
 
-
-def _done(cursor: Any) -> None:
-    """Give back a cursor of `_open_cursor` once its answer is read (or not wanted): psycopg's
-    own to its connection's idle cursors (its next statement resets it), any other closed.
-    In a pipeline the answer of a statement whose cursor went back arrives on it later and is
-    replaced by the next one's: only statements whose answer nobody reads give theirs back
-    before the pipeline's sync (`_ask` keeps its cursor until `Later.value`)."""
-    if type(cursor) is _PreparingCursor and not cursor.closed:
-        idle = getattr(cursor.connection, _IDLE, None)
-        if idle is not None and len(idle) < _IDLE_CURSORS:
-            idle.append(cursor)
-            return
-    cursor.close()
-
-
-# Each connection's idle cursors, kept on the connection (Django's connections are per
-# thread), so they go with it: a cursor refers to its connection, so in a process-wide weak
-# dictionary they would keep every connection the process ever opened alive.
-_IDLE = "_hierarch_idle_cursors"
-_IDLE_CURSORS = 16
-_ONLY_WHEN_ASKED = 2**31 - 1
-
-
-class _PreparingCursor(psycopg.Cursor):
-    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        kwargs.setdefault("prepare", True)
-        return super().execute(query, params, **kwargs)
-
-
-_batching = threading.local()  # Django's connections are per thread, and so are these
-
-
-class _Batch:
-    """One transaction's statements in libpq's pipeline mode (see `one_trip`).
-
-    psycopg's pipeline polls the socket after each statement to send it and read what came
-    back: most of what a statement costs the worker. Here each statement (prepared on its
-    first use on the connection) is handed to libpq, which sends what the socket takes at
-    once, so the server works on it while the worker builds the next; answers are read only
-    when needed (a read inside the block, any other statement on the connection, the
-    block's end), after a sync, all together. A failed statement fails the rest (the server
-    aborts the transaction) and is raised as psycopg's error for it.
-
-    Values are dumped by psycopg's own Transformer with the connection's adapters (Django's
-    among them), and rows loaded the same way: what its cursors would send and answer."""
-
-    def __init__(self, connection: Any) -> None:
-        self.connection = connection
-        self.raw = connection.connection
-        self.pgconn = self.raw.pgconn
-        self.sent: list[_BatchCursor | str] = []  # what answers are awaited, in order
-        self.preparing: dict[tuple[str, tuple], str] = {}
-        self.begun = False
-        self.state = _connection_state(self.raw)
-        self.prepared, self.transformer = self.state.prepared, self.state.transformer
-        if self.state.executed >= self.state.replan_after:
-            _replan(self.raw, self.state)
-
-    def cursor(self) -> _BatchCursor:
-        return _BatchCursor(self)
-
-    def send(self, statement: _BatchCursor) -> None:
-        pg = self.pgconn
-        self._open()
-        # Prepared for the values' types, as psycopg keys its own statements.
-        key = (statement.sql, statement.types)
-        name = self.prepared.get(key) or self.preparing.get(key)
-        if name is None:
-            name = f"_hr_{next(_names)}"  # never one the connection may have
-            pg.send_prepare(name.encode(), statement.query, param_types=statement.types)
-            self.preparing[key] = name
-            self.sent.append(name)
-        pg.send_query_prepared(name.encode(), statement.params, param_formats=statement.formats)
-        self.sent.append(statement)
-        self.state.executed += 1
-        pg.flush()  # what the socket takes now; the rest goes with the sync
-
-    def _open(self) -> None:
-        pg = self.pgconn
-        if not pg.pipeline_status:
-            pg.enter_pipeline_mode()
-        if not self.begun:
-            pg.send_query_params(b"BEGIN", None)
-            self.sent.append("BEGIN")
-            self.begun = True
-
-    def abandon(self) -> None:
-        """After the block raised: what was sent, synced and its answers dropped (the
-        transaction is rolled back after)."""
-        pg = self.pgconn
-        sent, self.sent = self.sent, []
-        preparing, self.preparing = self.preparing, {}
-        if pg.pipeline_status:
-            try:
-                pg.pipeline_sync()
-                answers = _sync(pg)
-            finally:
-                pg.exit_pipeline_mode()
-            self._prepared(sent, answers, preparing)
-
-    def _prepared(
-        self,
-        sent: list[_BatchCursor | str],
-        answers: list[list[Any]],
-        preparing: dict[tuple[str, tuple], str],
-    ) -> None:
-        """Keep the statements prepared: on the connection whatever the transaction does."""
-        done = {
-            waiting
-            for waiting, results in zip(sent, answers, strict=False)
-            if isinstance(waiting, str) and results[-1].status == pq.ExecStatus.COMMAND_OK
-        }
-        self.prepared.update((key, name) for key, name in preparing.items() if name in done)
-
-    def flush(self, *, commit: bool = False) -> None:
-        """Sync (with COMMIT first when `commit`) and read every answer awaited; raise the
-        first failure."""
-        pg = self.pgconn
-        if commit:
-            self._open()
-            pg.send_query_params(b"COMMIT", None)
-            self.sent.append("COMMIT")
-        if not self.sent:
-            return
-        sent, self.sent = self.sent, []
-        preparing, self.preparing = self.preparing, {}
-        try:
-            pg.pipeline_sync()
-            answers = _sync(pg)
-        finally:
-            if pg.pipeline_status:
-                pg.exit_pipeline_mode()
-        failure = None
-        for waiting, results in zip(sent, answers, strict=False):
-            result = results[-1]
-            status = result.status
-            if status == pq.ExecStatus.FATAL_ERROR:
-                if failure is None:
-                    failure = psycopg.errors.error_from_result(result, encoding=pg._encoding)
-            elif status == pq.ExecStatus.PIPELINE_ABORTED:
-                continue
-            elif isinstance(waiting, _BatchCursor):
-                waiting.answer(result)
-        self._prepared(sent, answers, preparing)
-        if failure is not None:
-            raise failure
-
-
-class _BatchCursor:
-    """A statement of a `_Batch`, answering like a cursor once the batch is sent."""
-
-    __slots__ = ("_rows", "batch", "formats", "params", "query", "rowcount", "sql", "types")
-
-    def __init__(self, batch: _Batch) -> None:
-        self.batch = batch
-        self._rows: list[tuple] | None = None
-        self.rowcount = -1
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
-        tx = self.batch.transformer
-        self.sql = sql
-        self.query = _numbered(sql)
-        self.params = tx.dump_sequence(params, [_AUTO] * len(params))
-        self.types, self.formats = tx.types, tx.formats
-        self.batch.send(self)
-
-    def answer(self, result: Any) -> None:
-        tx = self.batch.transformer
-        tx.set_pgresult(result)
-        self._rows = tx.load_rows(0, result.ntuples, tuple) if result.ntuples else []
-        self.rowcount = result.command_tuples if result.command_tuples is not None else -1
-
-    def _answered(self) -> list[tuple]:
-        if self._rows is None:
-            self.batch.flush()
-        return self._rows or []
-
-    def fetchall(self) -> list[tuple]:
-        return self._answered()
-
-    def fetchone(self) -> tuple | None:
-        rows = self._answered()
-        return rows[0] if rows else None
-
-    def close(self) -> None:
-        pass
-
-
-def _sync(pg: Any) -> list[list[Any]]:
-    """Send what libpq holds and read every query's results up to the pipeline's sync
-    (psycopg's loop, with the waits in `select`, which lets go of the GIL)."""
-    answers: list[list[Any]] = []
-    current: list[Any] = []
-    socket = pg.socket
-    while pg.flush():  # reading meanwhile: a server blocked on its answers takes no more
-        readable, _, _ = _wait_for([socket], [socket], [])
-        if readable:
-            pg.consume_input()
-    while True:
-        while pg.is_busy():
-            _wait_for([socket], [], [])
-            pg.consume_input()
-        result = pg.get_result()
-        if result is None:
-            if current:
-                answers.append(current)
-                current = []
-            continue
-        if result.status == pq.ExecStatus.PIPELINE_SYNC:
-            return answers
-        current.append(result)
-
-
-@functools.lru_cache(maxsize=512)
-def _numbered(sql: str) -> bytes:
-    """`%s` placeholders as PostgreSQL's `$1, $2, …` (these statements use no other `%`)."""
-    parts = sql.split("%s")
-    return "".join(
-        part + (f"${index}" if index < len(parts) else "")
-        for index, part in enumerate(parts, start=1)
-    ).encode()
-
-
-class _State:
-    """What this module keeps per connection: the statements it prepared on it ((text,
-    types) → name), a Transformer that keeps the dumpers and loaders it found, and how
-    many statements it ran since it last had the connection's statements planned anew.
-
-    Kept on the connection object itself, so it goes when the connection goes. (In a
-    process-wide weak dictionary it never would: the Transformer refers to its connection,
-    so each entry's value would keep its own key alive, and every connection a worker ever
-    opened would stay in memory.)"""
-
-    __slots__ = ("executed", "prepared", "replan_after", "transformer")
-
-    def __init__(self, raw: Any) -> None:
-        self.prepared: dict[tuple[str, tuple], str] = {}
-        self.transformer = psycopg.adapt.Transformer(raw)
-        self.executed = 0
-        self.replan_after = _REPLAN_FIRST
-
-
-def _connection_state(raw: Any) -> _State:
-    state = getattr(raw, _STATE, None)
-    if state is None:
-        state = _State(raw)
-        setattr(raw, _STATE, state)
-        _forget_with_psycopg(raw, state.prepared)
-    return state  # type: ignore[no-any-return]
-
-
-def _forget_with_psycopg(raw: Any, prepared: dict) -> None:
-    """Forget this module's statements whenever psycopg deallocates its own.
-
-    psycopg deallocates every statement of its connection (DEALLOCATE ALL) when it sees a
-    rollback while it holds statements of its own (those of `_PreparingCursor`): ours go
-    with them on the server, so the batches must prepare theirs again, or their next
-    transaction fails on a statement that no longer exists."""
-    manager = raw._prepared
-    clear = manager.clear
-
-    def clear_both() -> bool:
-        if clear():  # a DEALLOCATE ALL is on its way
-            prepared.clear()
-            return True
-        return False
-
-    manager.clear = clear_both
-
-
-def _replan(raw: Any, state: _State) -> None:
-    """Deallocate the connection's statements, to be prepared (and planned) again.
-
-    PostgreSQL plans a prepared statement once for all its executions (after its first
-    five) and keeps that plan until the tables' statistics change. On a new database,
-    with no statistics yet (autovacuum off, or not yet run), a plan made while the run
-    table was nearly empty reads it whole, for as long as the connection lives: the
-    counters' update of a run and its ancestors did, and over bench/engine.py's first five
-    runs on a new database the database's time per node grew from 1.8 ms to 4.7 ms. So
-    the statements are planned anew after 1,000 statements, then after twice as many each
-    time, up to every 64,000: a plan made when a table had n rows is remade by the time it
-    has about 2n, for a few milliseconds of planning each time. Only between statements,
-    never inside a pipeline or a failed transaction."""
-    pg = raw.pgconn
-    between = pg.transaction_status in (pq.TransactionStatus.IDLE, pq.TransactionStatus.INTRANS)
-    if raw._pipeline is not None or pg.pipeline_status or not between:
-        return
-    state.executed = 0
-    state.replan_after = min(state.replan_after * 2, _REPLAN_MOST)
-    state.prepared.clear()
-    raw._prepared.clear()  # psycopg's own: they go too
-    raw._prepared._to_flush.clear()
-    _command(raw, b"DEALLOCATE ALL")
-
-
-_STATE = "_hierarch_batch_state"
-_REPLAN_FIRST = 1_000
-_REPLAN_MOST = 64_000
-_AUTO = psycopg.adapt.PyFormat.AUTO
-_names = itertools.count()
 
 LEASE_LOST = "HR001"  # the SQLSTATE of hierarch_lease_lost() (migration runs/0012)
 
@@ -422,126 +113,153 @@ class ClaimRefused(Exception):
 def one_trip(*, careful: bool = False) -> Iterator[bool]:
     """One transaction, sent to the database whole where it can be: yields whether it is.
 
-    On PostgreSQL, outside any other transaction (and unless `careful`), BEGIN, the block's
-    statements and COMMIT go in one pipeline: statements are queued, not waited for, and the
-    block's end waits once for all the answers. A step's write is four or five statements:
-    one round trip instead of six or seven is most of what the database costs the engine.
-    Statements answer through `Later`, read after the block (reading one inside it waits for
-    the answers so far: correct, one more round trip). The answers come after the COMMIT, so
-    whatever must stop the transaction is checked by the database itself (the fenced writes
-    call hierarch_lease_lost()); an error of any statement aborts it on the server and is
-    raised at the block's end as Django's error, and an exception of the block's own rolls
-    it back. Hooks given to `on_commit` run after the commit. The block must not use the
-    ORM's transactions (Django believes the connection idle).
+    On PostgreSQL, outside any other transaction (and unless `careful`), the block's
+    statements are queued (`_Batch`) and sent at its end as one query of several statements,
+    on a client-binding cursor of psycopg's (`psycopg.ClientCursor`, as Django's own): one
+    round trip, and the server runs a query of several statements as one transaction, all or
+    nothing, so Django's connection stays in autocommit. A step's write is four or five
+    statements: one round trip instead of seven (BEGIN, each statement, COMMIT) is most of
+    what the database costs the engine's worker. Statements answer through `Later`, read
+    after the block. Whatever must stop the transaction is checked by the database itself
+    (the fenced writes call hierarch_lease_lost()): an error of any statement undoes the
+    whole query and is raised as Django's error, and an exception of the block's own drops
+    what is queued. Hooks given to `on_commit` run after the commit.
 
-    Elsewhere, with `careful` (the block needs answers before it commits, or the ORM's
-    row locks), or when the setting HIERARCH_ENGINE["PIPELINE"] is off: `atomic()`."""
+    When the block needs the database before its end (an answer read inside it, a query of
+    the ORM's, a statement that reads), a transaction of Django's (`atomic()`) is opened
+    there and what is queued is sent in it; the rest of the block goes in the same
+    transaction, committed at the block's end. The block must not open Django's
+    transactions itself.
+
+    Elsewhere, with `careful` (the block needs answers before it commits, or the ORM's row
+    locks), while Django logs or wraps statements, or when the setting
+    HIERARCH_ENGINE["PIPELINE"] is off: `atomic()`, statement by statement."""
     connection = connections[DEFAULT_DB_ALIAS]
     if (
         careful
         or connection.vendor != "postgresql"
         or connection.in_atomic_block
-        or getattr(_batching, "active", False)
+        or getattr(_current, "batch", None) is not None
+        or connection.queries_logged
+        or connection.execute_wrappers
         or not settings.HIERARCH_ENGINE.get("PIPELINE", True)
     ):
         with transaction.atomic():
             yield False
         return
-    connection.ensure_connection()
-    raw = connection.connection
-    hooks: list[Callable[[], None]] = []
-    if not (
-        connection.queries_logged or connection.execute_wrappers
-    ) and settings.HIERARCH_ENGINE.get("PREPARE_STATEMENTS", True):
-        with _batched(connection, raw, hooks):
-            yield True
-        for hook in hooks:
-            hook()
-        return
-    _batching.active, _batching.hooks = True, hooks
+    batch = _current.batch = _Batch(connection)
     try:
-        with connection.wrap_database_errors:
+        with connection.execute_wrapper(batch.before_djangos):
             try:
-                with raw.pipeline() as pipeline:
-                    _batching.pipeline = pipeline
-                    _command(raw, b"BEGIN")
-                    try:
-                        yield True
-                    except BaseException:
-                        _command(raw, b"ROLLBACK")
-                        raise
-                    _command(raw, b"COMMIT")
-            except psycopg.errors.PipelineAborted as exc:
-                # psycopg may report the statements after the failed one, not the failure:
-                # raise what the server said (a unique key's conflict, a lost lease).
-                raise _first_failure(exc) from None
-            finally:
-                _batching.pipeline = None
-                if raw.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                    _command(raw, b"ROLLBACK")  # a statement failed: the server kept it open
+                yield True
+                batch.flush(last=True)
+            except BaseException:
+                if batch.opened is not None:  # Django rolls its transaction back
+                    batch.opened.__exit__(*sys.exc_info())
+                raise
+            if batch.opened is not None:
+                batch.opened.close()  # Django commits
     finally:
-        _batching.active, _batching.hooks = False, None
-    for hook in hooks:
+        _current.batch = None
+    for hook in batch.hooks:
         hook()
 
 
-@contextlib.contextmanager
-def _batched(connection: Any, raw: Any, hooks: list[Callable[[], None]]) -> Iterator[None]:
-    """`one_trip`'s block as a `_Batch`: sent when an answer is read, before any statement
-    of Django's on the connection, and with COMMIT at the block's end."""
-    batch = _Batch(connection)
-    _batching.active, _batching.hooks, _batching.batch = True, hooks, batch
+_current = threading.local()  # the thread's `one_trip` batch (Django's connections are per thread)
 
-    def flush_first(execute: Any, sql: Any, params: Any, many: Any, context: Any) -> Any:
-        batch.flush()
+
+class _Batch:
+    """The statements of a `one_trip` block, queued to be sent together."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+        self.statements: list[tuple[str, Sequence[Any]]] = []
+        self.answers: list[_Answer] = []
+        self.hooks: list[Callable[[], None]] = []
+        self.opened: contextlib.ExitStack | None = None  # Django's atomic(), when opened
+
+    def add(self, sql: str, params: Sequence[Any]) -> _Answer:
+        answer = _Answer(self)
+        self.statements.append((sql, params))
+        self.answers.append(answer)
+        return answer
+
+    def flush(self, *, last: bool = False) -> None:
+        """Send what is queued: at the block's end (`last`) as it is, else in a transaction
+        of Django's, opened now for the rest of the block."""
+        if not last and self.opened is None:
+            if self.connection.in_atomic_block:
+                raise transaction.TransactionManagementError(
+                    "a transaction was opened inside a one_trip block"
+                )
+            self.opened = contextlib.ExitStack()
+            self.opened.enter_context(transaction.atomic(using=self.connection.alias))
+        if not self.statements:
+            return
+        statements, answers = self.statements, self.answers
+        self.statements, self.answers = [], []
+        self.connection.ensure_connection()
+        with self.connection.wrap_database_errors:
+            cursor = psycopg.ClientCursor(self.connection.connection)
+            try:
+                # Each statement's values merged into it on its own (psycopg keeps how each
+                # statement's text splits), then all of them sent as one query.
+                cursor.execute("; ".join(cursor.mogrify(sql, params) for sql, params in statements))
+                for answer in answers:  # one result a statement, in order
+                    answer.take(cursor)
+                    cursor.nextset()
+            finally:
+                cursor.close()
+
+    def before_djangos(self, execute: Any, sql: Any, params: Any, many: Any, context: Any) -> Any:
+        """A statement through Django's cursors inside the block: what is queued goes first,
+        in the block's transaction."""
+        self.flush()
         return execute(sql, params, many, context)
 
-    try:
-        with connection.wrap_database_errors:
-            try:
-                with connection.execute_wrapper(flush_first):
-                    yield
-                batch.flush(commit=True)
-            except BaseException:
-                batch.abandon()
-                raise
-            finally:
-                if raw.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                    _command(raw, b"ROLLBACK")  # the block raised, or a statement failed
-    finally:
-        _batching.active, _batching.hooks, _batching.batch = False, None, None
 
+class _Answer:
+    """A queued statement's answer, read as from a cursor once its batch is sent."""
 
-def _first_failure(exc: BaseException) -> BaseException:
-    """The error that aborted a pipeline: the first of `exc`'s context that is not merely
-    "pipeline aborted", or `exc` itself."""
-    seen = exc
-    while seen is not None:
-        if isinstance(seen, psycopg.Error) and not isinstance(seen, psycopg.errors.PipelineAborted):
-            return seen
-        seen = seen.__context__
-    return exc
+    __slots__ = ("batch", "rowcount", "rows")
 
+    def __init__(self, batch: _Batch) -> None:
+        self.batch = batch
+        self.rows: list[tuple] | None = None
+        self.rowcount = -1
 
-def _command(raw: psycopg.Connection, command: bytes) -> None:
-    """BEGIN, COMMIT or ROLLBACK: in a pipeline only queued, to go with the next statement or
-    the sync. psycopg's own way of sending its transaction commands (a cursor per command
-    costs a cursor and a round of the pipeline's send and poll); a cursor if it has none."""
-    send = getattr(raw, "_exec_command", None)
-    if send is None:
-        with psycopg.Cursor(raw) as cursor:
-            cursor.execute(command)
-    else:
-        raw.wait(send(command))
+    def take(self, cursor: Any) -> None:
+        self.rows = cursor.fetchall() if cursor.description is not None else []
+        self.rowcount = cursor.rowcount
+
+    def _answered(self) -> list[tuple]:
+        if self.rows is None:
+            self.batch.flush()  # asked inside the block: sent now, in its transaction
+        return self.rows or []
+
+    def fetchall(self) -> list[tuple]:
+        return self._answered()
+
+    def fetchone(self) -> tuple | None:
+        rows = self._answered()
+        return rows[0] if rows else None
+
+    def close(self) -> None:
+        pass
 
 
 def on_commit(hook: Callable[[], None]) -> None:
     """Run `hook` after the commit of the transaction in progress (`one_trip`'s or Django's)."""
-    hooks = getattr(_batching, "hooks", None)
-    if hooks is not None:
-        hooks.append(hook)
+    batch = getattr(_current, "batch", None)
+    if batch is not None:
+        batch.hooks.append(hook)
     else:
         transaction.on_commit(hook)
+
+
+def _batch_of(connection: Any) -> _Batch | None:
+    batch = getattr(_current, "batch", None)
+    return batch if batch is not None and batch.connection is connection else None
 
 
 class Later:
@@ -565,32 +283,31 @@ class Later:
             connection = self._connection or connections[DEFAULT_DB_ALIAS]
             try:
                 with connection.wrap_database_errors:
-                    pipeline = getattr(_batching, "pipeline", None)
-                    if pipeline is not None:  # asked inside the block: wait for the answers
-                        pipeline.sync()
                     self._value = self._read(self._cursor)
             finally:
-                _done(self._cursor)
+                self._cursor.close()
         return self._value
 
 
-def _ask(sql: str, params: list[Any], read: Callable[[Any], Any]) -> Later:
-    """Execute a statement whose answer `read` takes from the cursor: at once, or after the
-    pipeline's round trip inside `one_trip`."""
-    connection = connections[DEFAULT_DB_ALIAS]
-    cursor = _open_cursor(connection)
-    try:
-        with connection.wrap_database_errors:
-            cursor.execute(sql, params)
-            if not getattr(_batching, "active", False):
-                try:
-                    return Later.known(read(cursor))
-                finally:
-                    _done(cursor)
-    except BaseException:
-        _done(cursor)
-        raise
-    return Later(cursor, read, connection)  # given back once read
+def _ask(connection: Any, sql: str, params: list[Any], read: Callable[[Any], Any]) -> Later:
+    """Execute a statement whose answer `read` takes from the cursor: at once, or once its
+    batch is sent inside `one_trip` (when it is asked for)."""
+    batch = _batch_of(connection)
+    if batch is not None:
+        return Later(batch.add(sql, params), read, connection)
+    with _cursor(connection) as cursor:  # read at once: SQLite's cursor is live until read
+        cursor.execute(sql, params)
+        return Later.known(read(cursor))
+
+
+def _send(connection: Any, sql: str, params: Sequence[Any]) -> None:
+    """Execute a statement whose answer nobody reads: queued inside `one_trip`."""
+    batch = _batch_of(connection)
+    if batch is not None:
+        batch.add(sql, params)
+        return
+    with _cursor(connection) as cursor:
+        cursor.execute(sql, params)
 
 
 @functools.cache
@@ -598,120 +315,43 @@ def quote(name: str) -> str:
     return connections[DEFAULT_DB_ALIAS].ops.quote_name(name)
 
 
-def prep(model: type[models.Model], name: str, value: Any) -> Any:
-    """A value as the model's field sends it to this connection's database."""
-    return preparer(model, name)(value)
+def prep(model: type[models.Model], name: str, value: Any, connection: Any = None) -> Any:
+    """A value as sent to the database for the model's field: on PostgreSQL a value of a
+    plain type (`_PLAIN`, or an aware datetime) as it is, for psycopg to adapt as it adapts
+    any (the column's type takes it: a UUID's text is a uuid), else as the field prepares it
+    (`get_db_prep_save`), which JSON columns and SQLite's values always are. On `connection`,
+    the thread's by default (the statements below pass theirs, looked up once: Django's
+    lookup costs more than preparing most values)."""
+    plain = _plain_types(model, name)
+    if type(value) in plain or (type(value) is datetime and datetime in plain and value.tzinfo):
+        return value
+    return _field(model, name).get_db_prep_save(value, connection or connections[DEFAULT_DB_ALIAS])
 
 
-def preparer(model: type[models.Model], name: str) -> Callable[[Any], Any]:
-    """`prep` for one field: the field's `get_db_prep_save` on this connection."""
-    return _preparer(_vendor(), model, name)
+# What psycopg sends as the ORM would have it sent: a step sends about a hundred values,
+# and a field's preparation costs more than its statement's share of the round trip.
+_PLAIN = frozenset({str, int, bool, float, Decimal, uuid.UUID, type(None), datetime})
 
 
 @functools.cache
-def _vendor() -> str:
-    return connections[DEFAULT_DB_ALIAS].vendor
+def _field(model: type[models.Model], name: str) -> Any:
+    return model._meta.get_field(name)
 
 
 @functools.cache
-def _preparer(vendor: str, model: type[models.Model], name: str) -> Callable[[Any], Any]:
-    """On PostgreSQL, the values these statements send (str, int, bool, Decimal, aware
-    datetime, UUID or its text, JSON) are prepared as `get_db_prep_save` prepares them,
-    without its several calls per value (a step sends a hundred values); any other value
-    goes through the field itself. tests/runs/test_sql_prep.py holds the two to the same
-    answers for every field these statements write."""
-    field = model._meta.get_field(name)
-
-    def slow(value: Any) -> Any:
-        return field.get_db_prep_save(value, connections[DEFAULT_DB_ALIAS])
-
-    if vendor != "postgresql":
-        return slow
+def _plain_types(model: type[models.Model], name: str) -> frozenset[type]:
+    """The types of value `prep` sends as they are for the field: on PostgreSQL the plain
+    ones, less text for a uuid column (a UUID's text in a VALUES list would be text);
+    nothing for a JSON column or on SQLite."""
+    field = _field(model, name)
     target = field.target_field if field.is_relation else field
-    kind = target.get_internal_type()
-    if kind in ("CharField", "TextField") and not field.is_relation:
-
-        def fast(value: Any) -> Any:
-            # A str subclass (a choices enum) is sent as it is, as CharField.to_python does.
-            return value if value is None or isinstance(value, str) else slow(value)
-
-    elif kind in _int_types():
-        wrap = _int_types()[kind]
-
-        def fast(value: Any) -> Any:
-            if type(value) is int:
-                return wrap(value)
-            return None if value is None else slow(value)
-
-    elif kind in ("AutoField", "BigAutoField", "SmallAutoField"):
-
-        def fast(value: Any) -> Any:
-            if type(value) is int:
-                return value  # an auto key is sent as it is (validate_autopk_value)
-            return None if value is None else slow(value)
-
-    elif kind == "BooleanField":
-
-        def fast(value: Any) -> Any:
-            return value if type(value) is bool else slow(value)
-
-    elif kind == "DecimalField":
-
-        def fast(value: Any) -> Any:
-            if value is None or (type(value) is Decimal and value.is_finite()):
-                return value
-            return slow(value)
-
-    elif kind == "DateTimeField":
-
-        def fast(value: Any) -> Any:
-            if value is None or (type(value) is datetime and value.tzinfo is not None):
-                return value
-            return slow(value)
-
-    elif kind == "FloatField":
-
-        def fast(value: Any) -> Any:
-            return value if value is None or type(value) is float else slow(value)
-
-    elif kind == "UUIDField":
-
-        def fast(value: Any) -> Any:
-            if type(value) is uuid.UUID:
-                return value
-            if type(value) is str and value:
-                with contextlib.suppress(ValueError):
-                    return uuid.UUID(value)
-            return None if value is None else slow(value)
-
-    elif kind == "JSONField":
-        from django.db.backends.postgresql.operations import get_json_dumps
-        from django.db.backends.postgresql.psycopg_any import Jsonb
-
-        dumps = get_json_dumps(field.encoder)
-
-        def fast(value: Any) -> Any:
-            if value is None:
-                return None
-            if isinstance(value, models.Expression):
-                return slow(value)
-            return Jsonb(value, dumps=dumps)
-
-    else:
-        return slow
-    return fast
+    if connections[DEFAULT_DB_ALIAS].vendor != "postgresql" or isinstance(field, models.JSONField):
+        return frozenset()
+    return _PLAIN - {str} if isinstance(target, models.UUIDField) else _PLAIN
 
 
-@functools.cache
-def _int_types() -> dict[str, Any]:
-    """How Django's PostgreSQL backend wraps each integer field's values (psycopg 3)."""
-    from django.db.backends.postgresql.operations import DatabaseOperations
-
-    return dict(getattr(DatabaseOperations, "integerfield_type_map", {}))
-
-
-def run_id_param(value: Any) -> Any:
-    return prep(Run, "id", value)
+def run_id_param(value: Any, connection: Any = None) -> Any:
+    return prep(Run, "id", value, connection)
 
 
 @functools.cache
@@ -758,7 +398,7 @@ def select(
     table = quote(model._meta.db_table)
     sql = f"SELECT {columns}{', ' + extra if extra else ''} FROM {table} "  # noqa: S608
     sql += f"WHERE {where}{' ORDER BY ' + order if order else ''}"
-    with _cursor() as cursor:
+    with _cursor(connection) as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     width = len(names)
@@ -800,18 +440,18 @@ def claim(
         f"RETURNING {columns}, "
         f"(SELECT e.status FROM {entity_table} e WHERE e.id = {table}.entity_id)"
     )
-    moment = prep(Run, "lease_expires_at", now)
+    moment = prep(Run, "lease_expires_at", now, connection)
     params = [
         owner,
-        prep(Run, "lease_expires_at", until),
-        run_id_param(run_id),
+        prep(Run, "lease_expires_at", until, connection),
+        run_id_param(run_id, connection),
         *terminal,
         *asleep,
         moment,
         owner,
         moment,
     ]
-    return _ask(sql, params, functools.partial(_claimed, names=names))
+    return _ask(connection, sql, params, functools.partial(_claimed, names=names))
 
 
 def claim_waiting(run_id: str, owner: str, claim: Claim) -> None:
@@ -825,17 +465,20 @@ def claim_waiting(run_id: str, owner: str, claim: Claim) -> None:
         f"UPDATE {table} SET lease_owner = %s, lease_expires_at = %s, wake_at = NULL, "  # noqa: S608
         f"resumed = (lease_owner <> '') WHERE id = %s AND {_CLAIMABLE} RETURNING id"
     )
-    terms = _claim_terms(claim, owner)
-    params = [owner, terms[0], run_id_param(run_id), *terms[1:]]
+    terms = _claim_terms(claim, owner, connection)
+    params = [owner, terms[0], run_id_param(run_id, connection), *terms[1:]]
     if connection.vendor == "postgresql":
         sql = (
             f"WITH c AS ({sql}) SELECT 1 FROM c UNION ALL "  # noqa: S608
             "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM c) AND hierarch_claim_refused(%s)"
         )
         params.append(str(run_id))
+    if connection.vendor == "postgresql":
+        _send(connection, sql, params)  # the database refuses
+        return
     with _cursor(connection) as cursor_:
         cursor_.execute(sql, params)
-        if connection.vendor != "postgresql" and cursor_.fetchone() is None:
+        if cursor_.fetchone() is None:
             raise ClaimRefused(f"run {run_id} changed since this worker left it waiting")
 
 
@@ -874,34 +517,33 @@ def update_run(
         claim = None
     names = tuple(values)
     sql = _update_sql(connection.vendor, names, claimed=claim is not None)
-    preps = _preparers(connection.vendor, Run, names)
     params = [
-        *(prepare(values[n]) for n, prepare in zip(names, preps, strict=True)),
-        run_id_param(run_id),
+        *(prep(Run, name, values[name], connection) for name in names),
+        run_id_param(run_id, connection),
     ]
     if claim is not None:
-        terms = _claim_terms(claim, owner)
+        terms = _claim_terms(claim, owner, connection)
         taken = {"lease_owner": owner, "lease_expires_at": terms[0]}
         params[len(names) : len(names)] = [taken[n] for n in _TAKEN if n not in names]
         params += [*terms[1:], str(run_id)]
-        return _ask(sql, params, _cancel_flag)
+        return _ask(connection, sql, params, _cancel_flag)
     params.append(owner)
     if connection.vendor == "postgresql":
         params.append(str(run_id))
-    return _ask(sql, params, _cancel_flag)
+    return _ask(connection, sql, params, _cancel_flag)
 
 
-def _claim_terms(claim: Claim, owner: str) -> list[Any]:
+def _claim_terms(claim: Claim, owner: str, connection: Any) -> list[Any]:
     """The parameters of a claim's conditions: the lease's end, then the WHERE's after the
     run's id."""
-    moment = prep(Run, "lease_expires_at", claim.now)
+    moment = prep(Run, "lease_expires_at", claim.now, connection)
     return [
-        prep(Run, "lease_expires_at", claim.until),
+        prep(Run, "lease_expires_at", claim.until, connection),
         "WAITING",
-        prep(Run, "cursor", claim.cursor),
-        prep(Run, "iteration", claim.iteration),
-        prep(Run, "attempt", claim.attempt),
-        prep(Run, "deadline_at", claim.deadline),
+        prep(Run, "cursor", claim.cursor, connection),
+        prep(Run, "iteration", claim.iteration, connection),
+        prep(Run, "attempt", claim.attempt, connection),
+        prep(Run, "deadline_at", claim.deadline, connection),
         moment,
         owner,
         moment,
@@ -980,10 +622,10 @@ def add_counters(
     `record` (an `insert_statement`: the call's record) goes in with the counters: on
     PostgreSQL in the same statement, so a record and its count are one statement."""
     connection = connections[DEFAULT_DB_ALIAS]
-    ids = [run_id_param(value) for value in [run_id, *lineage]]
-    mine = run_id_param(run_id)
-    price = prep(Run, "total_cost_usd", cost)
-    held = prep(Run, "reserved_usd", estimate or Decimal(0))
+    ids = [run_id_param(value, connection) for value in [run_id, *lineage]]
+    mine = run_id_param(run_id, connection)
+    price = prep(Run, "total_cost_usd", cost, connection)
+    held = prep(Run, "reserved_usd", estimate or Decimal(0), connection)
     sql = _counters_sql(connection.vendor, len(ids))
     params = [
         price,
@@ -991,8 +633,8 @@ def add_counters(
         llm_calls,
         tool_calls,
         mine,
-        prep(Run, "lease_expires_at", until),
-        run_id_param(anchor) if anchor else None,
+        prep(Run, "lease_expires_at", until, connection),
+        run_id_param(anchor, connection) if anchor else None,
         held,
         price,
         *ids,
@@ -1008,7 +650,7 @@ def add_counters(
     elif record is not None:
         with _cursor(connection) as cursor:
             cursor.execute(*record)
-    return _ask(sql, params, functools.partial(_counted, cost=cost))
+    return _ask(connection, sql, params, functools.partial(_counted, cost=cost))
 
 
 @functools.lru_cache(maxsize=64)
@@ -1074,8 +716,9 @@ def reserve(
     """Count a call before it is made, for the run and every ancestor, and set its estimated
     cost aside at the budget anchor: all or nothing. False (`Later`; nothing written) when a call
     limit of one of them, or the anchor's budget, has no room for it."""
-    ids = [run_id_param(value) for value in [run_id, *lineage]]
-    held = prep(Run, "reserved_usd", estimate)
+    connection = connections[DEFAULT_DB_ALIAS]
+    ids = [run_id_param(value, connection) for value in [run_id, *lineage]]
+    held = prep(Run, "reserved_usd", estimate, connection)
     sql = (
         f"UPDATE {quote(Run._meta.db_table)} SET "  # noqa: S608
         "llm_calls = llm_calls + %s, tool_calls = tool_calls + %s, "
@@ -1085,7 +728,7 @@ def reserve(
         "AND (max_tool_calls IS NULL OR tool_calls + %s <= max_tool_calls) "
         "AND (id <> %s OR budget_usd IS NULL OR total_cost_usd + reserved_usd + %s <= budget_usd)"
     )
-    anchor_param = run_id_param(anchor) if anchor else None
+    anchor_param = run_id_param(anchor, connection) if anchor else None
     params = [
         llm_calls,
         tool_calls,
@@ -1097,7 +740,7 @@ def reserve(
         anchor_param,
         held,
     ]
-    return _ask(sql, params, functools.partial(_changed, rows=len(ids)))
+    return _ask(connection, sql, params, functools.partial(_changed, rows=len(ids)))
 
 
 def _changed(cursor: Any, *, rows: int) -> bool:
@@ -1106,22 +749,25 @@ def _changed(cursor: Any, *, rows: int) -> bool:
 
 def unreserve(anchor: str, amount: Decimal) -> None:
     """Give back what was set aside at a budget anchor."""
-    with _cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {quote(Run._meta.db_table)} SET reserved_usd = reserved_usd - %s "  # noqa: S608
-            "WHERE id = %s",
-            [prep(Run, "reserved_usd", amount), run_id_param(anchor)],
-        )
+    connection = connections[DEFAULT_DB_ALIAS]
+    _send(
+        connection,
+        f"UPDATE {quote(Run._meta.db_table)} SET reserved_usd = reserved_usd - %s "  # noqa: S608
+        "WHERE id = %s",
+        [prep(Run, "reserved_usd", amount, connection), run_id_param(anchor, connection)],
+    )
 
 
 def reserve_budget(anchor: str, amount: Decimal) -> Later:
     """Set a child's budget aside at its parent's anchor; False (`Later`; nothing written)
     when the anchor's budget has no room for it."""
-    held = prep(Run, "reserved_usd", amount)
+    connection = connections[DEFAULT_DB_ALIAS]
+    held = prep(Run, "reserved_usd", amount, connection)
     return _ask(
+        connection,
         f"UPDATE {quote(Run._meta.db_table)} SET reserved_usd = reserved_usd + %s "  # noqa: S608
         "WHERE id = %s AND total_cost_usd + reserved_usd + %s <= budget_usd",
-        [held, run_id_param(anchor), held],
+        [held, run_id_param(anchor, connection), held],
         functools.partial(_changed, rows=1),
     )
 
@@ -1129,6 +775,7 @@ def reserve_budget(anchor: str, amount: Decimal) -> Later:
 def return_budget(run_id: str, parent_id: str) -> None:
     """A run with a budget of its own ends: give what it did not use back to the anchor its
     budget was set aside at (its parent's anchor), whatever became of it."""
+    connection = connections[DEFAULT_DB_ALIAS]
     table = quote(Run._meta.db_table)
     sql = (
         f"UPDATE {table} SET reserved_usd = reserved_usd - ("  # noqa: S608
@@ -1136,8 +783,7 @@ def return_budget(run_id: str, parent_id: str) -> None:
         f"THEN c.budget_usd - c.total_cost_usd ELSE 0 END FROM {table} c WHERE c.id = %s) "
         f"WHERE id = (SELECT p.budget_anchor FROM {table} p WHERE p.id = %s)"
     )
-    with _cursor() as cursor:
-        cursor.execute(sql, [run_id_param(run_id), run_id_param(parent_id)])
+    _send(connection, sql, [run_id_param(run_id, connection), run_id_param(parent_id, connection)])
 
 
 def insert(
@@ -1152,8 +798,7 @@ def insert(
     the column in every row)."""
     statement = insert_statement(model, rows, conflict=conflict, update=update)
     if statement is not None:
-        with _cursor(connections[DEFAULT_DB_ALIAS]) as cursor:
-            cursor.execute(*statement)
+        _send(connections[DEFAULT_DB_ALIAS], *statement)
 
 
 def insert_statement(
@@ -1168,19 +813,18 @@ def insert_statement(
         return None
     connection = connections[DEFAULT_DB_ALIAS]
     names = tuple(rows[0])
-    preps = _preparers(connection.vendor, model, names)
     shape = tuple(v.sql if isinstance(v, Computed) else None for v in rows[0].values())
     sql = _insert_sql(
         connection.vendor, model, names, len(rows), tuple(conflict), tuple(update), shape
     )
     params: list[Any] = []
     for row in rows:
-        for name, prepare in zip(names, preps, strict=True):
+        for name in names:
             value = row[name]
             if isinstance(value, Computed):
                 params.extend(value.params)
             else:
-                params.append(prepare(value))
+                params.append(prep(model, name, value, connection))
     return sql, params
 
 
@@ -1191,13 +835,6 @@ class Computed:
 
     sql: str
     params: tuple[Any, ...] = ()
-
-
-@functools.cache
-def _preparers(
-    vendor: str, model: type[models.Model], names: tuple[str, ...]
-) -> tuple[Callable[[Any], Any], ...]:
-    return tuple(_preparer(vendor, model, name) for name in names)
 
 
 @functools.lru_cache(maxsize=256)
@@ -1241,8 +878,8 @@ def append_rows(trace_id: str, rows: list[tuple[str, str, dict]], now: datetime)
     connection = connections[DEFAULT_DB_ALIAS]
     sequences = quote(TraceSequence._meta.db_table)
     events = quote(RunEvent._meta.db_table)
-    trace = prep(TraceSequence, "trace_id", trace_id)
-    created = prep(RunEvent, "created_at", now)
+    trace = prep(TraceSequence, "trace_id", trace_id, connection)
+    created = prep(RunEvent, "created_at", now, connection)
     count = len(rows)
     if connection.vendor == "postgresql":
         # One statement: take the numbers (making the trace's row on its first events) and
@@ -1260,12 +897,12 @@ def append_rows(trace_id: str, rows: list[tuple[str, str, dict]], now: datetime)
         for index, (run_id, kind, payload) in enumerate(rows, start=1):
             params += [
                 index,
-                prep(RunEvent, "run", run_id),
+                prep(RunEvent, "run", run_id, connection),
                 kind,
-                prep(RunEvent, "payload", payload),
+                prep(RunEvent, "payload", payload, connection),
             ]
-        return _ask(sql, params, _first_number)
-    with _cursor() as cursor:
+        return _ask(connection, sql, params, _first_number)
+    with _cursor(connection) as cursor:
         cursor.execute(
             f"INSERT INTO {sequences} AS q (trace_id, last_seq) VALUES (%s, %s) "  # noqa: S608
             "ON CONFLICT (trace_id) DO UPDATE SET last_seq = q.last_seq + EXCLUDED.last_seq "
@@ -1297,10 +934,11 @@ def _first_number(cursor: Any) -> int:
 
 def cancel_flag(run_id: str) -> bool:
     """Whether a cancel was asked of the run (False for no such run)."""
+    connection = connections[DEFAULT_DB_ALIAS]
     table = quote(Run._meta.db_table)
-    with _cursor() as cursor:
+    with _cursor(connection) as cursor:
         query = f"SELECT cancel_requested FROM {table} WHERE id = %s"  # noqa: S608
-        cursor.execute(query, [run_id_param(run_id)])
+        cursor.execute(query, [run_id_param(run_id, connection)])
         row = cursor.fetchone()
     return bool(row and row[0])
 
@@ -1310,8 +948,9 @@ def lock_status(run_id: str) -> str | None:
     connection = connections[DEFAULT_DB_ALIAS]
     table = quote(Run._meta.db_table)
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    with _cursor() as cursor:
-        cursor.execute(f"SELECT status FROM {table} WHERE id = %s{lock}", [run_id_param(run_id)])  # noqa: S608
+    with _cursor(connection) as cursor:
+        query = f"SELECT status FROM {table} WHERE id = %s{lock}"  # noqa: S608
+        cursor.execute(query, [run_id_param(run_id, connection)])
         row = cursor.fetchone()
     return None if row is None else row[0]
 
@@ -1319,22 +958,58 @@ def lock_status(run_id: str) -> str | None:
 def group_unfinished(parent_id: str, spawn_group: str, terminal: Iterable[str]) -> bool:
     """Whether a child of the spawn group has not ended. A statement of its own, after the
     parent's lock: under READ COMMITTED it sees what siblings committed while it waited."""
+    connection = connections[DEFAULT_DB_ALIAS]
     terminal = [str(s) for s in terminal]
     table = quote(Run._meta.db_table)
     sql = (
         f"SELECT 1 FROM {table} WHERE parent_id = %s AND spawn_group = %s "  # noqa: S608
         f"AND status NOT IN ({marks(terminal)}) LIMIT 1"
     )
-    with _cursor() as cursor:
-        cursor.execute(sql, [run_id_param(parent_id), spawn_group, *terminal])
+    with _cursor(connection) as cursor:
+        cursor.execute(sql, [run_id_param(parent_id, connection), spawn_group, *terminal])
         return cursor.fetchone() is not None
 
 
 def release(run_id: str, owner: str) -> None:
+    connection = connections[DEFAULT_DB_ALIAS]
     table = quote(Run._meta.db_table)
-    with _cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET lease_owner = '', lease_expires_at = NULL "  # noqa: S608
-            "WHERE id = %s AND lease_owner = %s",
-            [run_id_param(run_id), owner],
-        )
+    _send(
+        connection,
+        f"UPDATE {table} SET lease_owner = '', lease_expires_at = NULL "  # noqa: S608
+        "WHERE id = %s AND lease_owner = %s",
+        [run_id_param(run_id, connection), owner],
+    )
+
+
+# The tables whose plans matter to the engine's statements, and the least size (in pages) at
+# which growth is looked at: an empty table is planned as if it had ten.
+_ANALYZED = (Run, StepRun, RunEvent, TraceSequence, LLMCall, ToolCall)
+_GROWN_PAGES = 10
+
+
+def analyze(*, grown_only: bool, using: str = DEFAULT_DB_ALIAS) -> list[str]:
+    """Fresh planner statistics for the runs tables (PostgreSQL; elsewhere nothing): all of
+    them, or, `grown_only`, those at least twice the size they had when last analysed
+    (pages, as the server counts them now and as its statistics say), so that a run of
+    growth costs a few ANALYZEs, each of a sample of the table. Answers the tables analysed.
+
+    PostgreSQL plans a prepared statement again when its tables' statistics change; with
+    none (autovacuum off, or not yet run), a plan made on a nearly empty run table reads it
+    whole, for as long as the connection lives. After migrations (runs/apps.py) and from the
+    sweeper, which is what the engine relies on instead of its own re-preparing."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return []
+    tables = [model._meta.db_table for model in _ANALYZED]
+    with connection.cursor() as cursor:
+        if grown_only:
+            cursor.execute(
+                "SELECT relname FROM pg_class WHERE oid = ANY(%s::regclass[]) "
+                "AND pg_relation_size(oid) / current_setting('block_size')::int "
+                ">= GREATEST(2 * relpages, %s) ORDER BY relname",
+                [tables, _GROWN_PAGES],
+            )
+            tables = [name for (name,) in cursor.fetchall()]
+        if tables:
+            cursor.execute(f"ANALYZE {', '.join(connection.ops.quote_name(t) for t in tables)}")
+    return tables

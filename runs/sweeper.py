@@ -14,11 +14,12 @@ import time
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connections
+from django.db import DatabaseError, connections
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from governance.audit import audit_heads_export
+from runs import sql
 from runs.alerts import evaluate_alerts
 from runs.executors import enqueue
 from runs.models import ACTIVE, TERMINAL, Run, RunStatus
@@ -55,6 +56,11 @@ def sweep(limit: int = 500) -> int:
         enqueue(run_id)
     if ids:
         log.info("sweeper enqueued %d runs", len(ids))
+    try:
+        # Planner statistics that follow the runs tables as they grow (runs/sql.py `analyze`).
+        sql.analyze(grown_only=True)
+    except DatabaseError:
+        log.warning("analysing the runs tables failed", exc_info=True)
     return len(ids)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 from django.conf import settings
+from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
@@ -1729,8 +1730,22 @@ def test_a_budget_of_exactly_the_calls_estimate_lets_it_run_and_a_micro_less_doe
 
 
 @pytest.mark.django_db
-def test_the_orm_store_works_with_prepared_statements_turned_off(acme, settings):
-    settings.HIERARCH_ENGINE = {**settings.HIERARCH_ENGINE, "PREPARE_STATEMENTS": False}
+def test_the_orm_store_works_with_prepared_statements_turned_off(acme):
+    """What HIERARCH_PREPARE_STATEMENTS=0 leaves: psycopg's prepare_threshold None (SQLite
+    prepares nothing either way)."""
+    connection.ensure_connection()
+    raw = connection.connection
+    threshold = getattr(raw, "prepare_threshold", None)
+    if connection.vendor == "postgresql":
+        raw.prepare_threshold = None
+    try:
+        plain_run(acme)
+    finally:
+        if connection.vendor == "postgresql" and connection.connection is raw:
+            raw.prepare_threshold = threshold
+
+
+def plain_run(acme) -> None:  # noqa: ANN001
     world = OrmWorld(acme)
     world.add("plain_kid", io_contract=io(None, ok="boolean"))
     world.add("plain_mum", "AGENT", children=["plain_kid"], max_cost=1.0)

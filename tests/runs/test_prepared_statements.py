@@ -1,14 +1,19 @@
-"""The engine's prepared statements on a worker's connection (runs/sql.py): they stay in step
-with the server when psycopg deallocates its own, and they are planned anew as tables grow.
-These tests commit for real (transaction=True): the engine's batches only run outside a
-transaction."""
+"""The engine's prepared statements on a worker's connection (runs/sql.py): psycopg prepares the
+engine's statements when HIERARCH_PREPARE_STATEMENTS is on (DATABASES OPTIONS
+`prepare_threshold`) and nothing when it is off; the ORM's queries are never prepared; and
+the runs tables get fresh planner statistics after migrations and as they grow, which is what
+makes PostgreSQL plan the prepared statements again. These tests commit for real
+(transaction=True), as a worker does."""
 
 from __future__ import annotations
 
 import pytest
+from django.apps import apps
 from django.db import DataError, connection, transaction
+from django.db.models.signals import post_migrate
 
-from runs import executors, services, sql
+from runs import executors, services, sql, sweeper
+from runs.models import Run, TraceSequence
 from tests.factories import EntityFactory, WorkspaceFactory
 from tests.marks import postgresql_only
 from tests.runs.test_engine import Driver, io
@@ -16,8 +21,8 @@ from tests.runs.test_engine import Driver, io
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     postgresql_only(
-        "PostgreSQL only: SQLite has no prepared statements to keep or plan anew "
-        "(CI runs this file on PostgreSQL)",
+        "PostgreSQL only: SQLite has no prepared statements nor planner statistics to "
+        "refresh (CI runs this file on PostgreSQL)",
     ),
 ]
 
@@ -30,96 +35,121 @@ def hints(monkeypatch):
     monkeypatch.setattr(executors, "enqueue_at", lambda run_id, delay_s: None)
 
 
-def batched(statement: str, params: list) -> object:
-    """One statement in one of the engine's batches (a pipeline, prepared on first use)."""
-    with sql.one_trip() as whole:
-        assert whole, "not sent as a batch: the test would not test the batches"
-        answer = sql._ask(statement, params, lambda cursor: cursor.fetchall())
-    return answer.value()
+@pytest.fixture
+def reconnect():
+    """Open a new connection with DATABASES OPTIONS changed (a value of None: the key left
+    out, as Django's default); the settings' own after the test."""
+    options = connection.settings_dict["OPTIONS"]
+    saved = dict(options)
+
+    def reconnect(**changes: object) -> None:
+        connection.close()
+        options.clear()
+        options.update(saved)
+        for key, value in changes.items():
+            if value is None:
+                options.pop(key, None)
+            else:
+                options[key] = value
+        connection.ensure_connection()
+
+    yield reconnect
+    connection.close()
+    options.clear()
+    options.update(saved)
 
 
-def on_server() -> set[str]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT name FROM pg_prepared_statements")
-        return {name for (name,) in cursor.fetchall()}
-
-
-def test_a_rollback_that_deallocates_psycopgs_statements_does_not_break_the_next_batch():
-    """psycopg answers a rollback with DEALLOCATE ALL when it holds statements of its own;
-    the batches' statements go too, and their next transaction must prepare them again
-    instead of failing on a statement the server no longer has."""
-    assert batched("SELECT %s::int + 1", [1]) == [(2,)]
-    # A statement prepared through psycopg's own cursor (a careful transaction's path).
-    assert sql._ask("SELECT %s::int + 2", [1], lambda cursor: cursor.fetchone()).value() == (3,)
-    raw = connection.connection
-    ours = set(sql._connection_state(raw).prepared.values())
-    assert ours and ours <= on_server()
-
-    with pytest.raises(DataError), transaction.atomic():
-        connection.cursor().execute("SELECT 1/0")
-
-    assert not ours & on_server(), "psycopg kept the statements: nothing is tested here"
-    assert batched("SELECT %s::int + 1", [41]) == [(42,)]
-    assert set(sql._connection_state(raw).prepared.values()) <= on_server()
-
-
-def test_a_run_completes_on_a_connection_whose_statements_were_deallocated():
+@pytest.fixture
+def top():
     acme = WorkspaceFactory(name="Acme", slug="acme")
     EntityFactory(workspace=acme, name="solo", io_contract=io(None, answer="string"))
-    top = EntityFactory(workspace=acme, name="top", children=["solo"])
-    assert Driver().run(top, {}).status == "COMPLETED"
-    sql._ask("SELECT %s::int", [1], lambda cursor: cursor.fetchone()).value()
+    return EntityFactory(workspace=acme, name="top", children=["solo"])
+
+
+def runs_to_the_end(top, times: int = 3) -> None:  # noqa: ANN001
+    for _ in range(times):  # psycopg prepares a statement once it ran a few times
+        run = Driver().run(top, {})
+        assert run.status == "COMPLETED", (run.error_code, run.error_message)
+
+
+def prepared() -> list[str]:
+    """The statements prepared on this connection, as the server has them."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [statement for (statement,) in cursor.fetchall()]
+
+
+def test_the_engines_statements_are_prepared_and_the_orms_are_not(reconnect, top):
+    reconnect()  # the settings' own: preparing is on by default
+    assert connection.connection.prepare_threshold is not None
+    assert prepared() == []
+
+    runs_to_the_end(top)
+
+    statements = prepared()
+    # The claim of a run, sent alone at the start of each step (a transaction's writes go
+    # together in one query, runs/sql.py `one_trip`, which is never prepared).
+    claim = f'UPDATE "{Run._meta.db_table}" SET lease_owner = $1'  # noqa: S608 - a model's table
+    assert any(statement.startswith(claim) for statement in statements), statements
+    # Every one binds its parameters on the server: none is one of Django's client-bound ones.
+    assert all("$1" in statement for statement in statements), statements
+
+
+def test_nothing_is_prepared_when_the_setting_is_off(reconnect, top):
+    reconnect(prepare_threshold=None)  # what HIERARCH_PREPARE_STATEMENTS=0 leaves
+
+    runs_to_the_end(top)
+
+    assert prepared() == []
+
+
+def test_a_run_completes_after_a_rollback_deallocated_the_statements(reconnect, top):
+    """psycopg answers a rollback with DEALLOCATE ALL when it holds prepared statements; it
+    prepares them again when they are next used, and the engine's next run works on."""
+    reconnect()
+    runs_to_the_end(top)
+    assert prepared()
     with pytest.raises(DataError), transaction.atomic():
         connection.cursor().execute("SELECT 1/0")
+    assert prepared() == [], "psycopg kept the statements: nothing is tested here"
 
-    run = Driver().run(top, {})
+    runs_to_the_end(top)
 
-    assert run.status == "COMPLETED", (run.error_code, run.error_message)
+    assert prepared()
 
 
-def plan_of(name: str) -> str:
-    """The plan the server uses for the prepared statement `name` (its cached generic plan
-    once it chose one), for ids 1 to 4."""
+def test_the_sweeper_analyses_the_runs_tables_once_they_have_doubled():
+    sql.analyze(grown_only=False)
+    assert sql.analyze(grown_only=True) == []  # nothing grew since
+    table = TraceSequence._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN EXECUTE {name}(1, 2, 3, 4)")  # a name of the batches', not input
-        return "\n".join(line for (line,) in cursor.fetchall())
+        cursor.execute(
+            f"INSERT INTO {table} (trace_id, last_seq) "  # noqa: S608 - a model's table
+            "SELECT gen_random_uuid(), 1 FROM generate_series(1, 20000)"
+        )
 
+    sweeper.sweep()
 
-def test_a_statement_planned_on_an_empty_table_is_planned_again_as_the_table_grows():
-    """PostgreSQL keeps a prepared statement's generic plan until the table's statistics
-    change; with no statistics (autovacuum off or not yet run; a temporary table is never
-    analysed by it), a plan made on an empty table scans the table whole however big it
-    grows. The batches' statements are prepared anew after a number of statements."""
-    # Wide rows, as the run table's, and four ids, as the counters' update of a run and its
-    # ancestors: on an empty table the planner assumes ten pages of such rows, few enough
-    # that reading them all costs less than four index lookups.
-    pads = ", ".join(f"pad{i} text" for i in range(40))
     with connection.cursor() as cursor:
-        cursor.execute(f"CREATE TEMPORARY TABLE growing (id int PRIMARY KEY, {pads})")
-    try:
-        update = "UPDATE growing SET pad0 = pad0 WHERE id IN (%s, %s, %s, %s) RETURNING id"
-        state = sql._connection_state(connection.connection)
-        state.executed, state.replan_after = 0, 100
-        for _ in range(8):  # five custom plans, then the generic one, made on an empty table
-            batched(update, [1, 2, 3, 4])
-        (name,) = [n for (text, _types), n in state.prepared.items() if text == update]
-        assert "Seq Scan" in plan_of(name)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "INSERT INTO growing (id, pad0) SELECT i, 'x' FROM generate_series(1, 20000) i"
-            )
-        assert "Seq Scan" in plan_of(name), "the plan was remade: nothing is tested here"
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [table])
+        assert cursor.fetchone()[0] == 20000  # its statistics count the rows now
+    assert sql.analyze(grown_only=True) == []  # and not again until it doubles once more
 
-        for _ in range(100):  # past replan_after: the next batch prepares its statements anew
-            batched(update, [1, 2, 3, 4])
 
-        (renamed,) = [n for (text, _types), n in state.prepared.items() if text == update]
-        assert renamed != name
-        assert name not in on_server(), "the old statement was left on the server"
-        plan = plan_of(renamed)
-        assert "Index" in plan and "Seq Scan" not in plan, plan
-        assert state.replan_after == 200  # twice as many statements before the next time
-        assert sorted(batched(update, [1, 2, 3, 4])) == [(1,), (2,), (3,), (4,)]
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("DROP TABLE growing")
+def last_analysed(model) -> object:  # noqa: ANN001
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_get_last_analyze_time(%s::regclass)", [model._meta.db_table])
+        return cursor.fetchone()[0]
+
+
+def test_migrations_leave_the_runs_tables_analysed_and_a_flush_does_not():
+    runs = apps.get_app_config("runs")
+    signal = {"app_config": runs, "verbosity": 0, "interactive": False, "using": "default"}
+    before = last_analysed(Run)
+
+    post_migrate.send(sender=runs, **signal)  # as `flush` sends it: no plan
+    assert last_analysed(Run) == before
+
+    post_migrate.send(sender=runs, plan=[("a migration", False)], **signal)  # as `migrate`
+    after = last_analysed(Run)
+    assert after is not None and (before is None or after > before)

@@ -1,6 +1,7 @@
-"""The store's writes sent whole (runs/sql.py `one_trip`): BEGIN, statements and COMMIT in one
-PostgreSQL pipeline. These tests commit for real (transaction=True): inside a test's own
-transaction the store writes statement by statement instead, which the other run tests cover.
+"""The store's writes sent whole (runs/sql.py `one_trip`): a transaction whose statements go in
+psycopg's pipeline on PostgreSQL. These tests commit for real (transaction=True): inside a
+test's own transaction the store writes statement by statement instead, which the other run
+tests cover.
 """
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ import gc
 import weakref
 from decimal import Decimal
 
-import psycopg
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
+from psycopg.pq import TransactionStatus
 
 from runs import executors, services, sql
 from runs.engine.core import ChildRequest, Events, LeaseLost, StepRecord
@@ -127,28 +128,32 @@ def test_a_hierarchy_written_whole_runs_to_the_end_with_every_record(acme):
     assert {"run.created", "llm.call", "run.status"} <= set(
         RunEvent.objects.filter(trace_id=run.trace_id).values_list("type", flat=True)
     )
-    assert connection.connection.pgconn.transaction_status == 0  # idle: nothing left open
+    assert connection.connection.info.transaction_status == TransactionStatus.IDLE
 
 
-def test_a_closed_connection_is_freed_with_what_the_writes_kept_for_it(acme):
-    """Executors may close a worker's connection between steps; what these writes keep per
-    connection (prepared statements, value adapters, idle cursors) must go with it, or a
+def test_a_closed_connection_is_freed_with_what_the_writes_prepared_on_it(acme):
+    """Executors may close a worker's connection between steps; nothing the writes did on it
+    (the statements psycopg prepared for them, their cursors) may keep it alive, or a
     long-lived worker keeps every connection it ever opened in memory."""
     EntityFactory(workspace=acme, name="solo", io_contract=io(None, answer="string"))
     top = EntityFactory(workspace=acme, name="top", children=["solo"])
     # The first connection of a process may be kept by what psycopg and Django set up once on
     # their first use; every later one must go.
     for _ in range(2):
-        run = Driver().run(top, {})
-        assert run.status == "COMPLETED", (run.error_code, run.error_message)
-        raw = connection.connection
-        assert getattr(raw, sql._STATE).prepared, "the writes prepared nothing on this connection"
-        assert getattr(raw, sql._IDLE), "no cursor went back to the connection"
-        gone = weakref.ref(raw)
-        del raw
+        for _ in range(3):  # psycopg prepares a statement once it ran a few times
+            run = Driver().run(top, {})
+            assert run.status == "COMPLETED", (run.error_code, run.error_message)
+        assert prepared_count(), "the writes prepared nothing on this connection"
+        gone = weakref.ref(connection.connection)
         connection.close()
         gc.collect()
     assert gone() is None, "a closed connection is still in memory"
+
+
+def prepared_count() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        return cursor.fetchone()[0]
 
 
 def test_a_write_whose_lease_was_taken_keeps_nothing(acme, leases):
@@ -207,54 +212,37 @@ def test_a_failing_statement_rolls_the_whole_write_back_and_leaves_the_connectio
         sql.insert(RecordedRow, [row(acme, "once")])
         sql.insert(RecordedRow, [row(acme, "once")])  # the same key again
     assert not RecordedRow.objects.exists()
-    assert connection.connection.pgconn.transaction_status == 0
+    assert connection.connection.info.transaction_status == TransactionStatus.IDLE
 
 
-def test_the_error_raised_is_the_servers_even_when_the_later_answers_come_late(
-    acme, leases, monkeypatch
-):
-    """After a failed statement the server answers the rest of the pipeline "aborted". When
-    those answers reach psycopg after the failure's (a second packet: timing, seen in CI),
-    psycopg raises "pipeline aborted" over the real error. The store must still see the real
-    one: a late worker's duplicate call is LeaseLost, not an OperationalError. The later
-    answers are made to come late here by leaving them for psycopg's final fetch."""
-    from psycopg import _pipeline_base
-
-    real_exit = _pipeline_base.BasePipeline._exit_gen
-
-    def exit_with_late_answers(self):  # noqa: ANN001, ANN202
-        try:
-            yield from real_exit(self)
-        except psycopg.errors.PipelineAborted:
-            raise
-        except psycopg.Error as failure:
-            raise psycopg.errors.PipelineAborted("pipeline aborted") from failure
-
-    monkeypatch.setattr(_pipeline_base.BasePipeline, "_exit_gen", exit_with_late_answers)
-
-    with pytest.raises(IntegrityError, match="duplicate key"), sql.one_trip():
+def test_the_error_raised_is_the_servers_for_a_statement_in_the_middle_of_the_write(acme):
+    """The statements after a failed one are not run: the server's error is what is raised
+    (a unique key's conflict, a lost lease), and nothing of the write is kept."""
+    with pytest.raises(IntegrityError, match="duplicate key"), sql.one_trip() as whole:
+        assert whole
         sql.insert(RecordedRow, [row(acme, "once")])
         sql.insert(RecordedRow, [row(acme, "once")])
         sql.insert(RecordedRow, [row(acme, "after")])
     assert not RecordedRow.objects.exists()
-    assert connection.connection.pgconn.transaction_status == 0
+    assert connection.connection.info.transaction_status == TransactionStatus.IDLE
 
-    store, view = loaded(acme, leases)
-    request = ModelRequest(
-        provider="local", model="offline", messages=({"role": "user", "content": "hi"},)
-    )
-    reply = ModelReply(
-        content="hello",
-        prompt_tokens=3,
-        completion_tokens=2,
-        cost_usd=Decimal(0),
-        latency_ms=1,
-        provider="local",
-        model="offline",
-    )
-    store.record_model_call(view, a_step(), "call-1", request, reply)
-    with pytest.raises(LeaseLost, match="recorded call-1"):
-        store.record_model_call(view, a_step(), "call-1", request, reply)
+
+def test_a_read_inside_the_block_opens_the_transaction_the_rest_goes_in(acme):
+    """An answer wanted before the block's end: what is queued is sent inside a transaction
+    of Django's, which the rest of the block joins and which commits at the end."""
+    with pytest.raises(ValueError, match="changed my mind"), sql.one_trip():
+        sql.insert(RecordedRow, [row(acme, "first")])
+        assert RecordedRow.objects.count() == 1  # the ORM's read sees the queued insert
+        assert connection.in_atomic_block
+        raise ValueError("changed my mind")
+    assert not RecordedRow.objects.exists()
+
+    with sql.one_trip():
+        sql.insert(RecordedRow, [row(acme, "first")])
+        assert RecordedRow.objects.count() == 1
+        sql.insert(RecordedRow, [row(acme, "second")])
+    assert RecordedRow.objects.count() == 2
+    assert not connection.in_atomic_block
 
 
 def test_an_exception_inside_the_block_rolls_it_back_and_skips_the_commit_hooks(acme):
