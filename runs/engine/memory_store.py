@@ -30,33 +30,35 @@ from cryptography.fernet import Fernet
 
 from runs.engine import hitl
 from runs.engine.context import InMemoryArtifactStore
-from runs.engine.core import (
-    TERMINAL,
-    ChildOutcome,
-    ChildRequest,
-    Events,
-    LeaseLost,
+from runs.engine.definition import Definition, Memory
+from runs.engine.limits import (
     LimitReached,
     LimitRow,
-    RunView,
-    StepRecord,
     budget_blocks,
-    child_step_key,
     first_limit_hit,
     lifetime_limit,
     lifetime_used,
     no_room_for_children,
     run_limits,
 )
-from runs.engine.definition import Definition, Memory
 from runs.engine.pii_copies import PiiCopies
 from runs.engine.ports import (
     Cipher,
+    LeaseLost,
     ModelReply,
     ModelRequest,
     Screening,
     ToolInvocation,
     ToolResult,
+)
+from runs.engine.state import (
+    TERMINAL,
+    ChildOutcome,
+    ChildRequest,
+    Events,
+    RunView,
+    StepRecord,
+    child_step_key,
 )
 
 ACTIVE = ("PENDING", "RUNNING", "WAITING", "PAUSED")  # what a cancellation stops
