@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from runs.engine import endings, hitl, start
 from runs.engine import plan as plans
-from runs.engine.outcomes import StepFailed
+from runs.engine.outcomes import Failed, NeedsApproval, OverBudget
 from runs.engine.ports import (
     INVALID_INPUT,
     REJECTED,
@@ -24,46 +24,70 @@ if TYPE_CHECKING:
     from runs.engine.core import Engine
 
 
+@dataclass(frozen=True)
+class Question:
+    """What a checkpoint asks a person: the request's key, what it is about, what the
+    person may decide, and what helps them decide."""
+
+    key: str
+    step_name: str
+    subject: str
+    payload: Any
+    edit_schema: dict[str, Any] | None
+    reasoning: str
+    allowed: tuple[str, ...] = hitl.ALL_DECISIONS
+    resume_status: str = "RUNNING"
+    risk: list[tuple[str, str]] | None = None
+    context: dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+    alternatives: list[dict[str, Any]] | None = None
+    judge: dict[str, Any] | None = None
+    confidence: dict[str, Any] | None = None
+
+
 def ask_person(
     engine: Engine,
     run: RunView,
     checkpoint: hitl.Checkpoint,
+    question: Question,
     *,
-    key: str,
-    step_name: str,
-    subject: str,
-    payload: Any,
-    edit_schema: dict[str, Any] | None,
-    reasoning: str,
     steps: list[StepRecord],
     events: Events,
-    allowed: tuple[str, ...] = hitl.ALL_DECISIONS,
-    resume_status: str = "RUNNING",
-    risk: list[tuple[str, str]] | None = None,
-    context: dict[str, Any] | None = None,
-    tools: list[dict[str, Any]] | None = None,
-    alternatives: list[dict[str, Any]] | None = None,
-    judge: dict[str, Any] | None = None,
-    confidence: dict[str, Any] | None = None,
     awaiting: dict[str, Any] | None = None,
-) -> hitl.ApprovalVerdict | None:
+) -> hitl.ApprovalVerdict | NeedsApproval | None:
     """Ask a person, once per checkpoint: the decision when one was taken (the run is
     resuming); None when nobody needs to decide (a notification-only checkpoint); else
-    the run is persisted PAUSED and `hitl.Paused` unwinds the engine. `awaiting` marks a
-    request the run resumes from (after a failure, an exit, a review) rather than one
+    NeedsApproval: the run is persisted PAUSED with `steps` and `events`. `awaiting` marks
+    a request the run resumes from (after a failure, an exit, a review) rather than one
     it meets again by replaying the step."""
-    verdict = engine.store.approval_verdict(run, key)
+    verdict = engine.store.approval_verdict(run, question.key)
     if verdict is not None:
         if verdict.outcome:
             return verdict
         if verdict.status == "NOTIFIED":
             return None
+    ask = approval_ask(run, checkpoint, question)
+    if not checkpoint.approval_required:
+        engine.store.request_approval(run, ask, steps=[], events=Events())
+        return None
+    if awaiting is not None:
+        run.state = {
+            **run.state,
+            hitl.AWAITING_KEY: {**awaiting, "key": question.key, "trigger": checkpoint.trigger},
+        }
+    run.state = {**run.state, hitl.REPLAY_KEY: True}
+    run.status = "PAUSED"
+    engine.store.request_approval(run, ask, steps=steps, events=events)
+    return NeedsApproval()
+
+
+def approval_ask(run: RunView, checkpoint: hitl.Checkpoint, question: Question) -> hitl.ApprovalAsk:
+    """The request as the store keeps it: the question, and where the run stands."""
     plan = run.plan or []
     position = min(run.cursor, len(plan))
     upcoming = plan[position:]
     tools_by_id = {t["tool_id"]: t for t in run.definition["capabilities"]["tools"]}
-    affected = [s["name"] for s in upcoming]
-    impacted_tools = list(tools or []) + [
+    impacted_tools = list(question.tools or []) + [
         tools_by_id[s["tool_id"]] for s in upcoming if s.get("tool_id") in tools_by_id
     ]
     snapshot = {
@@ -76,49 +100,37 @@ def ask_person(
         "cursor": run.cursor,
         "iteration": run.iteration,
         "attempt": run.attempt,
-        **(context or {}),
+        **(question.context or {}),
     }
-    if subject == "plan":
-        snapshot["plan_rules"] = hitl.plan_rules(run.definition, payload or [])
-    ask = hitl.ApprovalAsk(
-        key=key,
+    if question.subject == "plan":
+        snapshot["plan_rules"] = hitl.plan_rules(run.definition, question.payload or [])
+    return hitl.ApprovalAsk(
+        key=question.key,
         trigger=checkpoint.trigger,
-        step_name=step_name,
-        subject=subject,
-        payload=payload,
-        edit_schema=edit_schema,
-        allowed_decisions=allowed,
+        step_name=question.step_name,
+        subject=question.subject,
+        payload=question.payload,
+        edit_schema=question.edit_schema,
+        allowed_decisions=question.allowed,
         approval_required=checkpoint.approval_required,
         channels=checkpoint.channels,
         timeout_ms=checkpoint.timeout_ms,
         timeout_action=checkpoint.timeout_action,
-        resume_status=resume_status,
+        resume_status=question.resume_status,
         requested_by=run.definition["identity"]["name"],
-        reasoning_summary=hitl.summary(reasoning),
-        confidence=confidence or {"plan": None, "execution": None, "output": None},
-        risk=tuple(risk or ()),
-        alternatives=tuple(alternatives or ()),
+        reasoning_summary=hitl.summary(question.reasoning),
+        confidence=question.confidence or {"plan": None, "execution": None, "output": None},
+        risk=tuple(question.risk or ()),
+        alternatives=tuple(question.alternatives or ()),
         steps_done=sum(1 for s in plan[:position] if s),
         steps_left=len(upcoming),
         downstream_impact={
-            "affected_steps": affected,
+            "affected_steps": [s["name"] for s in upcoming],
             "reversibility": hitl.reversibility(impacted_tools),
         },
         context_snapshot=snapshot,
-        judge=judge,
+        judge=question.judge,
     )
-    if not checkpoint.approval_required:
-        engine.store.request_approval(run, ask, steps=[], events=Events())
-        return None
-    if awaiting is not None:
-        run.state = {
-            **run.state,
-            hitl.AWAITING_KEY: {**awaiting, "key": key, "trigger": checkpoint.trigger},
-        }
-    run.state = {**run.state, hitl.REPLAY_KEY: True}
-    run.status = "PAUSED"
-    engine.store.request_approval(run, ask, steps=steps, events=events)
-    raise hitl.Paused
 
 
 def lock(engine: Engine, run: RunView, verdict: hitl.ApprovalVerdict) -> None:
@@ -158,9 +170,11 @@ def refused_by_person(
     endings.fail(engine, run, REJECTED, f"{what} was rejected{by}{feedback}", events, steps)
 
 
-def before_execution(engine: Engine, run: RunView, carried: dict[str, Any], events: Events) -> Any:
+def before_execution(
+    engine: Engine, run: RunView, carried: dict[str, Any], events: Events
+) -> bool | dict[str, Any]:
     """The BEFORE_EXECUTION checkpoint: True to go on, a dict (an edited input) to go on
-    with, False when the run ended."""
+    with, False when the run ended or waits on a person."""
     data = plans.logic_data(run.input, run.input, run.iteration)
     checkpoint = hitl.configured(run.definition, "BEFORE_EXECUTION", data)
     if checkpoint is None:
@@ -170,18 +184,22 @@ def before_execution(engine: Engine, run: RunView, carried: dict[str, Any], even
         engine,
         run,
         checkpoint,
-        key="BEFORE_EXECUTION",
-        step_name="",
-        subject="input",
-        payload=run.input,
-        edit_schema=run.definition["io_contract"]["input"]["schema"],
-        reasoning=f"{name} is about to start with this input; its BEFORE_EXECUTION "
-        "checkpoint asks a person first.",
+        Question(
+            key="BEFORE_EXECUTION",
+            step_name="",
+            subject="input",
+            payload=run.input,
+            edit_schema=run.definition["io_contract"]["input"]["schema"],
+            reasoning=f"{name} is about to start with this input; its BEFORE_EXECUTION "
+            "checkpoint asks a person first.",
+            resume_status="PENDING",
+            risk=[("low", "nothing has run yet")],
+        ),
         steps=[],
         events=Events(),
-        resume_status="PENDING",
-        risk=[("low", "nothing has run yet")],
     )
+    if isinstance(verdict, NeedsApproval):
+        return False
     if verdict is None:
         return True
     if verdict.outcome in (hitl.REJECT, hitl.ABORT):
@@ -207,7 +225,7 @@ def after_planning(
     events: Events,
 ) -> list[dict[str, Any]] | None:
     """The AFTER_PLANNING checkpoint: the plan to run (as planned, or as a person edited
-    it); None when the run ended."""
+    it); None when the run ended or waits on a person."""
     checkpoint = hitl.configured(run.definition, "AFTER_PLANNING", engine._data(run))
     if checkpoint is None:
         return plan
@@ -234,20 +252,24 @@ def after_planning(
         engine,
         run,
         checkpoint,
-        key=f"AFTER_PLANNING:{run.iteration}",
-        step_name="Plan",
-        subject="plan",
-        payload=plan,
-        edit_schema=None,
-        reasoning=f"{name} planned {len(plan)} steps: "
-        + ", ".join(s["name"] for s in plan)
-        + ". Its AFTER_PLANNING checkpoint asks a person to approve or edit the plan.",
+        Question(
+            key=f"AFTER_PLANNING:{run.iteration}",
+            step_name="Plan",
+            subject="plan",
+            payload=plan,
+            edit_schema=None,
+            reasoning=f"{name} planned {len(plan)} steps: "
+            + ", ".join(s["name"] for s in plan)
+            + ". Its AFTER_PLANNING checkpoint asks a person to approve or edit the plan.",
+            resume_status="PENDING",
+            risk=[("medium", "a dynamic plan made by the model")] if dynamic else [],
+            alternatives=alternatives,
+        ),
         steps=[],
         events=Events(),
-        resume_status="PENDING",
-        risk=[("medium", "a dynamic plan made by the model")] if dynamic else [],
-        alternatives=alternatives,
     )
+    if isinstance(verdict, NeedsApproval):
+        return None
     if verdict is None:
         return plan
     if verdict.outcome in (hitl.REJECT, hitl.ABORT):
@@ -282,19 +304,23 @@ def custom_checkpoints(engine: Engine, run: RunView, position: int) -> bool:
             engine,
             run,
             checkpoint,
-            key=f"CUSTOM:{index}:{step['key']}:{run.iteration}:{run.attempt}",
-            step_name=step["name"],
-            subject="state",
-            payload={k: v for k, v in run.state.items() if not k.startswith("_")},
-            edit_schema={"type": "object"},
-            reasoning=f"before step {step['name']!r}: the condition of a CUSTOM_CONDITION "
-            "checkpoint holds against the run's state, so a person decides whether it "
-            "goes on.",
+            Question(
+                key=f"CUSTOM:{index}:{step['key']}:{run.iteration}:{run.attempt}",
+                step_name=step["name"],
+                subject="state",
+                payload={k: v for k, v in run.state.items() if not k.startswith("_")},
+                edit_schema={"type": "object"},
+                reasoning=f"before step {step['name']!r}: the condition of a CUSTOM_CONDITION "
+                "checkpoint holds against the run's state, so a person decides whether it "
+                "goes on.",
+                risk=[("medium", "a custom condition of the entity's governance holds")],
+                context={"condition": config["condition"]},
+            ),
             steps=[],
             events=Events(),
-            risk=[("medium", "a custom condition of the entity's governance holds")],
-            context={"condition": config["condition"]},
         )
+        if isinstance(verdict, NeedsApproval):
+            return False
         if verdict is None:
             continue
         if verdict.outcome in (hitl.REJECT, hitl.ABORT):
@@ -313,10 +339,11 @@ def tool_approval(
     tool: dict[str, Any],
     arguments: dict[str, Any],
     record: StepRecord,
-) -> dict[str, Any]:
+) -> dict[str, Any] | Failed | NeedsApproval:
     """Before a tool call: the BEFORE_TOOL_CALL checkpoint, an action restriction that
     requires approval, an EXECUTE tool the run's starter has no grant for. One request
-    covers them all. Answers the arguments to call with; raises StepFailed(REJECTED)."""
+    covers them all. Answers the arguments to call with, Failed (REJECTED, TIMEOUT) when a
+    person said no, or NeedsApproval."""
     data = {**engine._data(run), "tool": {"tool_id": tool["tool_id"], "arguments": arguments}}
     checkpoint = hitl.configured(run.definition, "BEFORE_TOOL_CALL", data)
     risk: list[tuple[str, str]] = []
@@ -353,28 +380,32 @@ def tool_approval(
         engine,
         run,
         checkpoint,
-        key=f"TOOL:{record.key}:{record.iteration}:{record.attempt}",
-        step_name=step["name"],
-        subject="tool_arguments",
-        payload=arguments,
-        edit_schema=function.get("parameters") or {"type": "object"},
-        reasoning=f"{run.definition['identity']['name']} wants to call "
-        f"{function.get('name') or tool['tool_id']} in step {step['name']!r}: "
-        + "; ".join(reasons),
+        Question(
+            key=f"TOOL:{record.key}:{record.iteration}:{record.attempt}",
+            step_name=step["name"],
+            subject="tool_arguments",
+            payload=arguments,
+            edit_schema=function.get("parameters") or {"type": "object"},
+            reasoning=f"{run.definition['identity']['name']} wants to call "
+            f"{function.get('name') or tool['tool_id']} in step {step['name']!r}: "
+            + "; ".join(reasons),
+            risk=risk,
+            tools=[tool],
+            context={
+                "tool": {
+                    "tool_id": tool["tool_id"],
+                    "name": function.get("name") or tool["tool_id"],
+                    "description": function.get("description", ""),
+                    "permissions": permission,
+                },
+                "arguments": arguments,
+            },
+        ),
         steps=[replace(record, status="WAITING")],
         events=Events(),
-        risk=risk,
-        tools=[tool],
-        context={
-            "tool": {
-                "tool_id": tool["tool_id"],
-                "name": function.get("name") or tool["tool_id"],
-                "description": function.get("description", ""),
-                "permissions": permission,
-            },
-            "arguments": arguments,
-        },
     )
+    if isinstance(verdict, NeedsApproval):
+        return verdict
     if verdict is None:
         return arguments
     if verdict.outcome == hitl.PROCEED and checkpoint.trigger != "BEFORE_TOOL_CALL":
@@ -385,7 +416,7 @@ def tool_approval(
         by = f" by {verdict.decided_by}" if verdict.decided_by else ""
         what = "rejected" + by if code == REJECTED else "not decided in time"
         feedback = f": {verdict.notes}" if verdict.notes else ""
-        raise StepFailed(code, f"the call of {tool['tool_id']} was {what}{feedback}")
+        return Failed(code, f"the call of {tool['tool_id']} was {what}{feedback}")
     lock(engine, run, verdict)
     record.approved_by = verdict.decided_by or "timeout"  # type: ignore[attr-defined]
     if verdict.outcome == hitl.EDIT:
@@ -403,39 +434,42 @@ def on_failure_checkpoint(
     message: str,
     events: Events,
     steps: list[StepRecord],
-) -> bool:
-    """The ON_FAILURE checkpoint: True when the run now waits on a person (who may try
-    the step again, give its output, or let it fail); False to fail as usual."""
+) -> NeedsApproval | None:
+    """The ON_FAILURE checkpoint: NeedsApproval when the run now waits on a person (who
+    may try the step again, give its output, or let it fail); None to fail as usual."""
     if code in (REJECTED, "CANCELLED", TIMEOUT):
-        return False  # a person already said no, or the run is over anyway
+        return None  # a person already said no, or the run is over anyway
     data = {**engine._data(run), "error": {"code": code, "message": message}}
     checkpoint = hitl.configured(run.definition, "ON_FAILURE", data)
     if checkpoint is None:
-        return False
+        return None
     schema = None
     if step["type"] == "THOUGHT":
         schema = run.definition["io_contract"]["output"]["schema"]
     elif step["type"] == plans.CHILD:
         child = engine.store.child_definition(run, step["target_entity"])
         schema = child["io_contract"]["output"]["schema"] if child else None
-    ask_person(
+    asked = ask_person(
         engine,
         run,
         checkpoint,
-        key=f"ON_FAILURE:{step['key']}:{run.iteration}:{run.attempt}",
-        step_name=step["name"],
-        subject="failure",
-        payload={"error": {"code": code, "message": message}},
-        edit_schema=schema,
-        reasoning=f"step {step['name']!r} failed ({code}): {message}. Approve to try it "
-        "again, edit to give its output, reject to let the run fail.",
+        Question(
+            key=f"ON_FAILURE:{step['key']}:{run.iteration}:{run.attempt}",
+            step_name=step["name"],
+            subject="failure",
+            payload={"error": {"code": code, "message": message}},
+            edit_schema=schema,
+            reasoning=f"step {step['name']!r} failed ({code}): {message}. Approve to try it "
+            "again, edit to give its output, reject to let the run fail.",
+            risk=[("medium", f"step {step['name']!r} failed with {code}")],
+            context={"error": {"code": code, "message": message}},
+        ),
         steps=steps,
         events=events,
-        risk=[("medium", f"step {step['name']!r} failed with {code}")],
-        context={"error": {"code": code, "message": message}},
         awaiting={"position": position, "code": code, "message": message},
     )
-    return False  # notification only: the failure stands
+    # Otherwise a notification only: the failure stands.
+    return asked if isinstance(asked, NeedsApproval) else None
 
 
 def resume_decision(engine: Engine, run: RunView) -> bool:
@@ -460,7 +494,11 @@ def resume_decision(engine: Engine, run: RunView) -> bool:
         if trigger == "ON_FAILURE" and verdict.outcome == hitl.ABORT:
             endings.fail(engine, run, awaiting["code"], awaiting["message"], events, [])
             return False
-        if rejected_replan(engine, run, verdict, step["name"], events):
+        replanned = rejected_replan(engine, run, verdict, step["name"], events)
+        if isinstance(replanned, OverBudget):
+            endings.limit_reached(engine, run, replanned.limit)
+            return False
+        if replanned:
             return True
         refused_by_person(engine, run, verdict, f"step {step['name']!r}", events, [])
         return False
@@ -499,9 +537,10 @@ def resume_decision(engine: Engine, run: RunView) -> bool:
 
 def rejected_replan(
     engine: Engine, run: RunView, verdict: hitl.ApprovalVerdict, what: str, events: Events
-) -> bool:
+) -> bool | OverBudget:
     """An entity that takes ALTERNATIVE_PATH (its review's on_failure, with dynamic
-    planning) re-plans after a rejection, with the feedback; True when it did."""
+    planning) re-plans after a rejection, with the feedback; True when it did, OverBudget
+    when there was no room for the planning call."""
     if verdict.outcome != hitl.REJECT or not start.takes_alternative_path(run):
         return False
     feedback = f"A person rejected {what}" + (f": {verdict.notes}" if verdict.notes else "")

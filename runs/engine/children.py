@@ -154,9 +154,11 @@ def join(engine: Engine, run: RunView) -> bool:
         message = f"{failed.entity_name} {failed.status.lower()}: {failed.error_message}"
         if failed.status == "FAILED":
             position = position_of[failed.step_key]
-            checkpoints.on_failure_checkpoint(
+            asked = checkpoints.on_failure_checkpoint(
                 engine, run, run.planned()[position], position, code, message, events, steps
             )
+            if asked is not None:
+                return False  # a person decides what becomes of the failure
         endings.fail(engine, run, code, message, events, steps)
         return False
     run.status = "RUNNING"

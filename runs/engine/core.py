@@ -28,7 +28,7 @@ from runs.engine.limits import (
     no_room_for_children,
     run_limits,
 )
-from runs.engine.outcomes import StepFailed
+from runs.engine.outcomes import Completed, Failed, NeedsApproval, OverBudget, RetryAt
 from runs.engine.ports import (
     INTERNAL_ERROR,
     LIMIT_EXCEEDED,
@@ -109,10 +109,8 @@ class Engine:
         try:
             try:
                 self._drive(run)
-            except LimitReached as limit:
+            except LimitReached as limit:  # from a review's judge call (RecordingModel)
                 endings.limit_reached(self, run, limit)
-        except hitl.Paused:
-            return  # the run waits on a person; the decision hands it back
         except LeaseLost as lost:
             if lost.wake is not None:
                 self.enqueue(lost.wake)
@@ -213,16 +211,18 @@ class Engine:
                 self,
                 run,
                 hitl.default_checkpoint(run.definition, "EXIT_ESCALATE", reason),
-                key=f"EXIT:{step['key']}:{run.iteration}:{run.attempt}",
-                step_name=step["name"],
-                subject="output",
-                payload=output,
-                edit_schema=schema,
-                reasoning=f"{reason}. Approve to go on with its output, edit the output, or "
-                "reject to end the run.",
+                checkpoints.Question(
+                    key=f"EXIT:{step['key']}:{run.iteration}:{run.attempt}",
+                    step_name=step["name"],
+                    subject="output",
+                    payload=output,
+                    edit_schema=schema,
+                    reasoning=f"{reason}. Approve to go on with its output, edit the output, or "
+                    "reject to end the run.",
+                    risk=[("medium", reason)],
+                ),
                 steps=steps,
                 events=events,
-                risk=[("medium", reason)],
                 awaiting={"position": position},
             )
             return
@@ -240,6 +240,8 @@ class Engine:
             self.store.save(run, steps=steps, events=events)
 
     def _run_step(self, run: RunView, position: int) -> bool:
+        """Run the THOUGHT or TOOL_CALL step at `position` and act on its outcome: False
+        when the run stops here (it ended, waits, or goes on in another `advance`)."""
         step = run.planned()[position]
         record = StepRecord(
             step["key"],
@@ -253,13 +255,20 @@ class Engine:
         )
         events = Events()
         events.add("step.started", step=step["name"], type=step["type"])
-        try:
-            if step["type"] == "TOOL_CALL":
-                output = tool_steps.tool_step(self, run, step, record)
-            else:
-                output = thoughts.thought_step(self, run, step, record)
-        except LimitReached as limit:
+        outcome: Completed | Failed | OverBudget | NeedsApproval
+        if step["type"] == "TOOL_CALL":
+            outcome = tool_steps.tool_step(self, run, step, record)
+        else:
+            outcome = thoughts.thought_step(self, run, step, record)
+        if isinstance(outcome, Completed):
+            record.status, record.output = "COMPLETED", outcome.output
+            self._new_state(run, step, outcome.output, events)
+            events.add("step.finished", step=step["name"], status="COMPLETED")
+            self._go_on(run, step, position, events, [record])
+            return run.status == "RUNNING"
+        if isinstance(outcome, OverBudget):
             # No room for the step's next call: it waits with the run (BLOCKED), or fails.
+            limit = outcome.limit
             record.status = "WAITING" if limit.blocks else "FAILED"
             record.error_code, record.error_message = limit.code, str(limit)
             if not limit.blocks:
@@ -267,55 +276,69 @@ class Engine:
             self._later(run, [record], events)
             endings.limit_reached(self, run, limit)
             return False
-        except StepFailed as failure:
-            record.status, record.error_code = "FAILED", failure.code
-            record.error_message = str(failure)
-            if failure.retry_after_s is not None:
-                # A rate limit: the same attempt runs again when the limit has room; the
-                # retry policy's attempts are for failures, not for waiting one's turn.
-                delay = max(failure.retry_after_s, 0.05)
-                record.status = "WAITING"
-                events.add("step.rate_limited", step=step["name"], delay_s=round(delay, 3))
-                self.store.schedule(run, delay, steps=[record], events=events)
-                self.enqueue_later(run.id, delay)
-                return False
+        if isinstance(outcome, NeedsApproval):
+            return False  # the run waits on a person; the decision hands it back
+        return self._step_failed(run, step, position, record, events, outcome)
+
+    def _step_failed(
+        self,
+        run: RunView,
+        step: dict[str, Any],
+        position: int,
+        record: StepRecord,
+        events: Events,
+        failure: Failed,
+    ) -> bool:
+        """A failed step: a rate limit's wait, the retry policy's next attempt, a re-plan
+        after a person's rejection (ALTERNATIVE_PATH), the ON_FAILURE checkpoint, or the
+        run fails."""
+        record.status, record.error_code = "FAILED", failure.code
+        record.error_message = failure.message
+        if failure.retry_after_s is not None:
+            # A rate limit: the same attempt runs again when the limit has room; the
+            # retry policy's attempts are for failures, not for waiting one's turn.
+            delay = max(failure.retry_after_s, 0.05)
+            record.status = "WAITING"
+            events.add("step.rate_limited", step=step["name"], delay_s=round(delay, 3))
+            return self._schedule(run, RetryAt(delay), [record], events)
+        events.add(
+            "step.finished",
+            step=step["name"],
+            status="FAILED",
+            error=failure.code,
+            attempt=record.attempt,
+        )
+        policy = run.definition["logic_gate"]["retry_policy"]
+        decision = retry.decide(failure.code, failure.retryable, record.attempt, policy)
+        if isinstance(decision, retry.Retry):
+            run.attempt = decision.attempt
             events.add(
-                "step.finished",
-                step=step["name"],
-                status="FAILED",
-                error=failure.code,
-                attempt=record.attempt,
+                "step.retry", step=step["name"], attempt=decision.attempt, delay_s=decision.delay_s
             )
-            policy = run.definition["logic_gate"]["retry_policy"]
-            decision = retry.decide(failure.code, failure.retryable, record.attempt, policy)
-            if isinstance(decision, retry.Retry):
-                run.attempt = decision.attempt
-                events.add(
-                    "step.retry",
-                    step=step["name"],
-                    attempt=decision.attempt,
-                    delay_s=decision.delay_s,
-                )
-                self.store.schedule(run, decision.delay_s, steps=[record], events=events)
-                self.enqueue_later(run.id, decision.delay_s)
+            return self._schedule(run, RetryAt(decision.delay_s), [record], events)
+        message = f"step {step['name']!r}: {failure.message}"
+        if record.attempt > 1:
+            message += f" (after {record.attempt} attempts; {decision.reason})"
+        if failure.code == REJECTED and start.takes_alternative_path(run):
+            self._later(run, [record], events)
+            feedback = f"A person rejected step {step['name']!r}: {failure.message}"
+            replanned = start.replan(self, run, feedback, events)
+            if isinstance(replanned, OverBudget):
+                endings.limit_reached(self, run, replanned.limit)
                 return False
-            message = f"step {step['name']!r}: {failure}"
-            if record.attempt > 1:
-                message += f" (after {record.attempt} attempts; {decision.reason})"
-            if failure.code == REJECTED and start.takes_alternative_path(run):
-                self._later(run, [record], events)
-                feedback = f"A person rejected step {step['name']!r}: {failure}"
-                return start.replan(self, run, feedback, events)
-            checkpoints.on_failure_checkpoint(
-                self, run, step, position, failure.code, message, events, [record]
-            )
+            return replanned
+        asked = checkpoints.on_failure_checkpoint(
+            self, run, step, position, failure.code, message, events, [record]
+        )
+        if asked is None:
             endings.fail(self, run, failure.code, message, events, [record])
-            return False
-        record.status, record.output = "COMPLETED", output
-        self._new_state(run, step, output, events)
-        events.add("step.finished", step=step["name"], status="COMPLETED")
-        self._go_on(run, step, position, events, [record])
-        return run.status == "RUNNING"
+        return False
+
+    def _schedule(self, run: RunView, at: RetryAt, steps: list[StepRecord], events: Events) -> bool:
+        """Persist the run to be advanced again `at.delay_s` from now; False (it stops)."""
+        self.store.schedule(run, at.delay_s, steps=steps, events=events)
+        self.enqueue_later(run.id, at.delay_s)
+        return False
 
     def _new_state(self, run: RunView, step: dict[str, Any], output: Any, events: Events) -> None:
         """A step's output lands in the state; an entity that audits COMPREHENSIVEly and logs

@@ -20,6 +20,7 @@ from runs.engine.limits import (
     BUDGET_EXHAUSTED,
     LimitReached,
 )
+from runs.engine.outcomes import OverBudget, RetryAt
 from runs.engine.ports import (
     LIMIT_EXCEEDED,
     TIMEOUT,
@@ -146,6 +147,19 @@ def run_review(engine: Engine, run: RunView, output: dict[str, Any], events: Eve
         events.add("review.passed", criteria=list(result.passed_criteria))
         engine._later(run, [record], Events())
         return "passed"
+    return review_failed(engine, run, result, record, events)
+
+
+def review_failed(
+    engine: Engine,
+    run: RunView,
+    result: review.ReviewResult,
+    record: StepRecord,
+    events: Events,
+) -> str:
+    """A failed review: a judge that failed goes by the retry policy; a failed output by
+    the mechanism's on_failure (another pass, re-planned under ALTERNATIVE_PATH, or FAIL)."""
+    mechanism = run.definition["logic_gate"]["review_mechanism"]
     record.status, record.error_message = "FAILED", result.detail
     record.error_code = result.error_code or VALIDATION_ERROR
     events.add("review.failed", detail=result.detail, on_failure=mechanism["on_failure"])
@@ -154,8 +168,7 @@ def run_review(engine: Engine, run: RunView, output: dict[str, Any], events: Eve
         decision = retry.decide(result.error_code, result.retryable, run.attempt, policy)
         if isinstance(decision, retry.Retry):
             run.attempt = decision.attempt
-            engine.store.schedule(run, decision.delay_s, steps=[record], events=events)
-            engine.enqueue_later(run.id, decision.delay_s)
+            engine._schedule(run, RetryAt(decision.delay_s), [record], events)
             return "stop"
         fail(engine, run, result.error_code, f"review: {result.detail}", events, [record])
         return "stop"
@@ -180,7 +193,9 @@ def run_review(engine: Engine, run: RunView, output: dict[str, Any], events: Eve
                 Events(),
                 feedback=f"The last attempt failed its review: {result.detail}",
             )
-            if plan is None:
+            if isinstance(plan, OverBudget):
+                limit_reached(engine, run, plan.limit)
+            if plan is None or isinstance(plan, OverBudget):
                 return "stop"
             run.plan = plan
         next_pass(engine, run, Events())
@@ -218,19 +233,21 @@ def review_to_person(
         engine,
         run,
         checkpoint,
-        key=f"REVIEW:{run.iteration}:{run.attempt}",
-        step_name="Review",
-        subject="output",
-        payload=output,
-        edit_schema=run.definition["io_contract"]["output"]["schema"],
-        reasoning=f"{run.definition['identity']['name']}'s output needs a person: {reason}"
-        + ("" if result.human_review else f". {result.detail}"),
+        checkpoints.Question(
+            key=f"REVIEW:{run.iteration}:{run.attempt}",
+            step_name="Review",
+            subject="output",
+            payload=output,
+            edit_schema=run.definition["io_contract"]["output"]["schema"],
+            reasoning=f"{run.definition['identity']['name']}'s output needs a person: {reason}"
+            + ("" if result.human_review else f". {result.detail}"),
+            risk=risk,
+            judge=judge,
+            confidence=confidence,
+            context={"review": result.detail},
+        ),
         steps=[record],
         events=events,
-        risk=risk,
-        judge=judge,
-        confidence=confidence,
-        context={"review": result.detail},
         awaiting={},
     )
 
@@ -242,7 +259,13 @@ def after_review_decision(
     it, edit replaces it, reject re-plans (ALTERNATIVE_PATH) or fails."""
     name = run.definition["identity"]["name"]
     if verdict.outcome in (hitl.REJECT, hitl.ABORT):
-        if checkpoints.rejected_replan(engine, run, verdict, f"the output of {name}", events):
+        replanned = checkpoints.rejected_replan(
+            engine, run, verdict, f"the output of {name}", events
+        )
+        if isinstance(replanned, OverBudget):
+            limit_reached(engine, run, replanned.limit)
+            return False
+        if replanned:
             return True
         checkpoints.refused_by_person(engine, run, verdict, f"the output of {name}", events, [])
         return False

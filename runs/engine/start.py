@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from runs.engine import checkpoints, children, endings, hitl, planning, thoughts
 from runs.engine import plan as plans
-from runs.engine.outcomes import StepFailed
+from runs.engine.outcomes import Failed, OverBudget
 from runs.engine.ports import (
     INVALID_INPUT,
     NOT_ACTIVE,
@@ -75,10 +75,13 @@ def start_run(engine: Engine, run: RunView) -> bool:
     run.status = "RUNNING"
     run.cursor = 0
     events.add("run.status", status="RUNNING")
-    plan = plan_pass(engine, run, static, names, events, feedback="")
-    if plan is None:
+    planned = plan_pass(engine, run, static, names, events, feedback="")
+    if isinstance(planned, OverBudget):
+        endings.limit_reached(engine, run, planned.limit)
         return False
-    plan = checkpoints.after_planning(engine, run, plan, static, events)
+    if planned is None:
+        return False
+    plan = checkpoints.after_planning(engine, run, planned, static, events)
     if plan is None:
         return False
     run.plan = plan
@@ -96,9 +99,10 @@ def plan_pass(
     events: Events,
     *,
     feedback: str,
-) -> list[dict[str, Any]] | None:
+) -> list[dict[str, Any]] | OverBudget | None:
     """The plan of this pass: the static plan, or the model's plan reconciled with it.
-    A rejected dynamic plan ends the run (VALIDATION_ERROR); None then."""
+    A rejected dynamic plan or a failed planning call ends the run; None then. OverBudget:
+    no room for the planning call (the caller ends the run or blocks it)."""
     if not run.definition["planning"]["dynamic_planning"].get("enabled"):
         return static
     record = StepRecord(
@@ -118,15 +122,13 @@ def plan_pass(
         context={"state": run.state} if feedback else None,
         feedback=feedback,
     )
-    try:
-        reply = thoughts.call_model(engine, run, record, request)
-    except StepFailed as failure:
-        record.status, record.error_code, record.error_message = (
-            "FAILED",
-            failure.code,
-            str(failure),
-        )
-        endings.fail(engine, run, failure.code, f"planning: {failure}", events, [record])
+    reply = thoughts.call_model(engine, run, record, request)
+    if isinstance(reply, OverBudget):
+        return reply
+    if isinstance(reply, Failed):
+        record.status, record.error_code = "FAILED", reply.code
+        record.error_message = reply.message
+        endings.fail(engine, run, reply.code, f"planning: {reply.message}", events, [record])
         return None
     proposed = planning.parse_dynamic_plan(reply, run.definition, names)
     if isinstance(proposed, planning.PlanRejected):
@@ -141,15 +143,15 @@ def plan_pass(
     return plan
 
 
-def replan(engine: Engine, run: RunView, feedback: str, events: Events) -> bool:
+def replan(engine: Engine, run: RunView, feedback: str, events: Events) -> bool | OverBudget:
     """Plan again with the feedback and start a new pass; False when planning ended the
-    run."""
+    run, OverBudget when there was no room for the planning call."""
     names = children.child_names(engine, run)
     static = plans.build_static_plan(run.definition, names)
     run.attempt += 1
     plan = plan_pass(engine, run, static, names, Events(), feedback=feedback)
-    if plan is None:
-        return False
+    if plan is None or isinstance(plan, OverBudget):
+        return plan or False
     run.plan = plan
     run.state = {**run.state, "review_feedback": feedback}
     events.add("plan.replanned", reason=feedback)

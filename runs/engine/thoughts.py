@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from runs.engine import loop
 from runs.engine import plan as plans
 from runs.engine.limits import NOTHING
-from runs.engine.outcomes import StepFailed
+from runs.engine.outcomes import Completed, Failed, OverBudget
 from runs.engine.ports import (
     PII_ALLOW,
     PII_ENCRYPT,
@@ -47,17 +47,20 @@ def model_request(engine: Engine, run: RunView, **kwargs: Any) -> ModelRequest:
 
 def call_model(
     engine: Engine, run: RunView, record: StepRecord, request: ModelRequest, index: int = 0
-) -> ModelReply:
+) -> ModelReply | Failed | OverBudget:
+    """A step's model call: the reply, or why there is none (the model failed, or a limit
+    has no room for the call)."""
     try:
         return recorded_call(engine, run, record, request, index)
-    except ModelError as exc:
-        raise StepFailed(exc.code, str(exc), retryable=exc.retryable) from None
+    except ModelError as exc:  # the model port's failure becomes the step's
+        return Failed(exc.code, str(exc), retryable=exc.retryable)
 
 
 def recorded_call(
     engine: Engine, run: RunView, record: StepRecord, request: ModelRequest, index: int
-) -> ModelReply:
-    """A model call, recorded the moment it returns; a replay reuses the recording."""
+) -> ModelReply | OverBudget:
+    """A model call, recorded the moment it returns; a replay reuses the recording.
+    OverBudget when a call limit or the budget has no room for it (nothing is called)."""
     key = f"{run.id}:{record.key}:{record.iteration}:{record.attempt}:{index}"
     recorded = engine.store.recorded_reply(run, key)
     if recorded is not None:
@@ -67,7 +70,7 @@ def recorded_call(
         estimate = cost_estimate(engine, request) if run.budget_anchor is not None else NOTHING
         refusal = engine.store.reserve_call(run, llm_calls=1, estimate=estimate)
         if refusal is not None:
-            raise refusal
+            return OverBudget(refusal)
         reserved = estimate
     try:
         reply = engine.model.complete(request)
@@ -166,7 +169,10 @@ def prompt_messages(engine: Engine, run: RunView, instruction: str) -> tuple[dic
     return messages
 
 
-def thought_step(engine: Engine, run: RunView, step: dict[str, Any], record: StepRecord) -> Any:
+def thought_step(
+    engine: Engine, run: RunView, step: dict[str, Any], record: StepRecord
+) -> Completed | Failed | OverBudget:
+    """A THOUGHT step: one model call under the entity's prompt, its answer screened."""
     output_schema = run.definition["io_contract"]["output"]["schema"]
     data = engine._data(run)
     template = step.get("prompt_template") or (
@@ -185,16 +191,18 @@ def thought_step(engine: Engine, run: RunView, step: dict[str, Any], record: Ste
     )
     record.input = {"prompt": instruction}
     reply = call_model(engine, run, record, request)
-    if schema is not None:
-        if not isinstance(reply.parsed, dict):
-            raise StepFailed("LLM_ERROR", "the model did not answer the JSON asked for")
-        return screened_output(engine, run, step, record, reply.parsed)
-    return screened_output(engine, run, step, record, {"text": reply.content})
+    if isinstance(reply, Failed | OverBudget):
+        return reply
+    if schema is not None and not isinstance(reply.parsed, dict):
+        return Failed("LLM_ERROR", "the model did not answer the JSON asked for")
+    output = reply.parsed if schema is not None else {"text": reply.content}
+    screened = screened_output(engine, run, step, record, output)
+    return screened if isinstance(screened, Failed | OverBudget) else Completed(screened)
 
 
 def screened_output(
     engine: Engine, run: RunView, step: dict[str, Any], record: StepRecord, output: dict[str, Any]
-) -> dict[str, Any]:
+) -> dict[str, Any] | Failed | OverBudget:
     """The model's output through the entity's content filters (seed 000 §3.7.4): what
     they flag is redacted, or fails the step, as `on_flagged_output` says, and the
     trace says which filters flagged what kind (never the flagged text)."""
@@ -217,11 +225,13 @@ def screened_output(
         judge = engine.screening.bias_judge_request(
             text, provider=config["model_provider"], model=config["model_name"]
         )
+        reply = call_model(engine, run, record, judge, 1)
+        if isinstance(reply, Failed | OverBudget):
+            return reply
         try:
-            reply = call_model(engine, run, record, judge, 1)
             verdict = engine.screening.bias_verdict(reply, text=text)
         except ScreeningError as exc:
-            raise StepFailed("LLM_ERROR", f"the bias judge failed: {exc}") from None
+            return Failed("LLM_ERROR", f"the bias judge failed: {exc}")
         if verdict is not None:
             kinds.append("BIAS:BIAS")
             screened = _replace_strings(screened, "[REDACTED:BIAS]")
@@ -231,7 +241,7 @@ def screened_output(
     action = rails.get("on_flagged_output", "REDACT")
     run.pending_events.add("safety.flagged", step=step["name"], kinds=kinds, action=action)
     if action == "FAIL":
-        raise StepFailed(
+        return Failed(
             VALIDATION_ERROR,
             "the content filters flagged the model's output: " + ", ".join(kinds),
         )
@@ -249,8 +259,14 @@ class RecordingModel:
         self.engine, self.run, self.record, self.index = engine, run, record, 0
 
     def complete(self, request: ModelRequest) -> ModelReply:
+        """The recorded call. The review module speaks the ModelClient port, which answers
+        a reply or raises: no room for the call is raised as the LimitReached it carries,
+        and `advance` turns it back into the run's OverBudget ending."""
         index, self.index = self.index, self.index + 1
-        return recorded_call(self.engine, self.run, self.record, request, index)
+        reply = recorded_call(self.engine, self.run, self.record, request, index)
+        if isinstance(reply, OverBudget):
+            raise reply.limit
+        return reply
 
     def count_tokens(self, model: str, text: str) -> int:
         return self.engine.model.count_tokens(model, text)
