@@ -230,23 +230,8 @@ def after_planning(
     if checkpoint is None:
         return plan
     name = run.definition["identity"]["name"]
-    alternatives = []
     dynamic = run.definition["planning"]["dynamic_planning"].get("enabled")
-    if dynamic and [s["name"] for s in plan] != [s["name"] for s in static]:
-        alternatives = [
-            {
-                "option": "the static plan: " + ", ".join(s["name"] for s in static),
-                "pros": ["designed ahead of time"],
-                "cons": ["does not adapt to this input"],
-                "confidence": None,
-            },
-            {
-                "option": "the reconciled plan: " + ", ".join(s["name"] for s in plan),
-                "pros": ["adapted to this input by the model"],
-                "cons": ["departs from the designed plan"],
-                "confidence": None,
-            },
-        ]
+    alternatives = plan_alternatives(plan, static) if dynamic else []
     run.cursor = 0
     verdict = ask_person(
         engine,
@@ -281,6 +266,28 @@ def after_planning(
         events.add("plan.edited", steps=[s["name"] for s in edited], by=verdict.decided_by)
         return edited
     return plan
+
+
+def plan_alternatives(
+    plan: list[dict[str, Any]], static: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """What a person approving a dynamic plan may compare it with: the static plan."""
+    if [s["name"] for s in plan] == [s["name"] for s in static]:
+        return []
+    return [
+        {
+            "option": "the static plan: " + ", ".join(s["name"] for s in static),
+            "pros": ["designed ahead of time"],
+            "cons": ["does not adapt to this input"],
+            "confidence": None,
+        },
+        {
+            "option": "the reconciled plan: " + ", ".join(s["name"] for s in plan),
+            "pros": ["adapted to this input by the model"],
+            "cons": ["departs from the designed plan"],
+            "confidence": None,
+        },
+    ]
 
 
 def custom_checkpoints(engine: Engine, run: RunView, position: int) -> bool:
@@ -344,6 +351,66 @@ def tool_approval(
     requires approval, an EXECUTE tool the run's starter has no grant for. One request
     covers them all. Answers the arguments to call with, Failed (REJECTED, TIMEOUT) when a
     person said no, or NeedsApproval."""
+    checkpoint, reasons, risk = tool_checkpoint(engine, run, tool, arguments)
+    if checkpoint is None:
+        return arguments
+    function = tool.get("function_schema") or {}
+    verdict = ask_person(
+        engine,
+        run,
+        checkpoint,
+        Question(
+            key=f"TOOL:{record.key}:{record.iteration}:{record.attempt}",
+            step_name=step["name"],
+            subject="tool_arguments",
+            payload=arguments,
+            edit_schema=function.get("parameters") or {"type": "object"},
+            reasoning=f"{run.definition['identity']['name']} wants to call "
+            f"{function.get('name') or tool['tool_id']} in step {step['name']!r}: "
+            + "; ".join(reasons),
+            risk=risk,
+            tools=[tool],
+            context={
+                "tool": {
+                    "tool_id": tool["tool_id"],
+                    "name": function.get("name") or tool["tool_id"],
+                    "description": function.get("description", ""),
+                    "permissions": tool.get("permissions") or "READ",
+                },
+                "arguments": arguments,
+            },
+        ),
+        steps=[replace(record, status="WAITING")],
+        events=Events(),
+    )
+    if verdict is None or isinstance(verdict, NeedsApproval):
+        return arguments if verdict is None else verdict
+    if verdict.outcome == hitl.PROCEED and checkpoint.trigger != "BEFORE_TOOL_CALL":
+        # A timeout never stands in for a person where a person is required.
+        verdict = replace(verdict, outcome=hitl.ABORT)
+    if verdict.outcome in (hitl.REJECT, hitl.ABORT):
+        return refused_call(verdict, tool)
+    lock(engine, run, verdict)
+    record.approved_by = verdict.decided_by or "timeout"  # type: ignore[attr-defined]
+    if verdict.outcome == hitl.EDIT:
+        run.pending_events.add("tool.arguments_edited", step=step["name"], by=verdict.decided_by)
+        return dict(verdict.payload)
+    return arguments
+
+
+def refused_call(verdict: hitl.ApprovalVerdict, tool: dict[str, Any]) -> Failed:
+    """A tool call a person rejected (REJECTED), or nobody decided on in time (TIMEOUT)."""
+    code = REJECTED if verdict.outcome == hitl.REJECT else TIMEOUT
+    by = f" by {verdict.decided_by}" if verdict.decided_by else ""
+    what = "rejected" + by if code == REJECTED else "not decided in time"
+    feedback = f": {verdict.notes}" if verdict.notes else ""
+    return Failed(code, f"the call of {tool['tool_id']} was {what}{feedback}")
+
+
+def tool_checkpoint(
+    engine: Engine, run: RunView, tool: dict[str, Any], arguments: dict[str, Any]
+) -> tuple[hitl.Checkpoint | None, list[str], list[tuple[str, str]]]:
+    """Which checkpoint a tool call meets (None: none), why, and its risks."""
     data = {**engine._data(run), "tool": {"tool_id": tool["tool_id"], "arguments": arguments}}
     checkpoint = hitl.configured(run.definition, "BEFORE_TOOL_CALL", data)
     risk: list[tuple[str, str]] = []
@@ -373,56 +440,7 @@ def tool_approval(
         risk.append(("high", f"no standing grant for {tool['tool_id']} (EXECUTE)"))
         if checkpoint is None or not checkpoint.approval_required:
             checkpoint = hitl.default_checkpoint(run.definition, "TOOL_GRANT", lacking)
-    if checkpoint is None:
-        return arguments
-    function = tool.get("function_schema") or {}
-    verdict = ask_person(
-        engine,
-        run,
-        checkpoint,
-        Question(
-            key=f"TOOL:{record.key}:{record.iteration}:{record.attempt}",
-            step_name=step["name"],
-            subject="tool_arguments",
-            payload=arguments,
-            edit_schema=function.get("parameters") or {"type": "object"},
-            reasoning=f"{run.definition['identity']['name']} wants to call "
-            f"{function.get('name') or tool['tool_id']} in step {step['name']!r}: "
-            + "; ".join(reasons),
-            risk=risk,
-            tools=[tool],
-            context={
-                "tool": {
-                    "tool_id": tool["tool_id"],
-                    "name": function.get("name") or tool["tool_id"],
-                    "description": function.get("description", ""),
-                    "permissions": permission,
-                },
-                "arguments": arguments,
-            },
-        ),
-        steps=[replace(record, status="WAITING")],
-        events=Events(),
-    )
-    if isinstance(verdict, NeedsApproval):
-        return verdict
-    if verdict is None:
-        return arguments
-    if verdict.outcome == hitl.PROCEED and checkpoint.trigger != "BEFORE_TOOL_CALL":
-        # A timeout never stands in for a person where a person is required.
-        verdict = replace(verdict, outcome=hitl.ABORT)
-    if verdict.outcome in (hitl.REJECT, hitl.ABORT):
-        code = REJECTED if verdict.outcome == hitl.REJECT else TIMEOUT
-        by = f" by {verdict.decided_by}" if verdict.decided_by else ""
-        what = "rejected" + by if code == REJECTED else "not decided in time"
-        feedback = f": {verdict.notes}" if verdict.notes else ""
-        return Failed(code, f"the call of {tool['tool_id']} was {what}{feedback}")
-    lock(engine, run, verdict)
-    record.approved_by = verdict.decided_by or "timeout"  # type: ignore[attr-defined]
-    if verdict.outcome == hitl.EDIT:
-        run.pending_events.add("tool.arguments_edited", step=step["name"], by=verdict.decided_by)
-        return dict(verdict.payload)
-    return arguments
+    return checkpoint, reasons, risk
 
 
 def on_failure_checkpoint(
@@ -503,34 +521,49 @@ def resume_decision(engine: Engine, run: RunView) -> bool:
         refused_by_person(engine, run, verdict, f"step {step['name']!r}", events, [])
         return False
     if trigger == "ON_FAILURE":
-        if verdict.outcome == hitl.PROCEED:  # nobody decided: the failure stands
-            endings.fail(engine, run, awaiting["code"], awaiting["message"], events, [])
-            return False
-        if verdict.outcome == hitl.EDIT:
-            record = StepRecord(
-                step["key"],
-                position,
-                step["name"],
-                step["type"],
-                "COMPLETED",
-                run.iteration,
-                attempt=run.attempt,
-                output=verdict.payload,
-            )
-            engine._new_state(run, step, verdict.payload, events)
-            events.add("step.finished", step=step["name"], status="COMPLETED", by="person")
-            engine._go_on(run, step, position, events, [record])
-            return run.status == "RUNNING"
-        run.attempt += 1  # approve: another attempt of the step
-        run.cursor = position
-        events.add("step.retry", step=step["name"], attempt=run.attempt, by="person")
-        engine.store.save(run, steps=[], events=events)
-        return True
+        return after_failure_decision(engine, run, verdict, awaiting, events)
     # EXIT_ESCALATE: go on past the exit; an edit replaces the step's output first.
     if verdict.outcome == hitl.EDIT:
         engine._new_state(run, step, verdict.payload, events)
     run.cursor = position + 1
     run.attempt = 1
+    engine.store.save(run, steps=[], events=events)
+    return True
+
+
+def after_failure_decision(
+    engine: Engine,
+    run: RunView,
+    verdict: hitl.ApprovalVerdict,
+    awaiting: dict[str, Any],
+    events: Events,
+) -> bool:
+    """A person decided on a failed step (ON_FAILURE): approve tries it again, edit gives
+    its output, PROCEED (nobody decided) lets the failure stand. False when the run
+    stopped."""
+    position = awaiting["position"]
+    step = run.planned()[position]
+    if verdict.outcome == hitl.PROCEED:  # nobody decided: the failure stands
+        endings.fail(engine, run, awaiting["code"], awaiting["message"], events, [])
+        return False
+    if verdict.outcome == hitl.EDIT:
+        record = StepRecord(
+            step["key"],
+            position,
+            step["name"],
+            step["type"],
+            "COMPLETED",
+            run.iteration,
+            attempt=run.attempt,
+            output=verdict.payload,
+        )
+        engine._new_state(run, step, verdict.payload, events)
+        events.add("step.finished", step=step["name"], status="COMPLETED", by="person")
+        engine._go_on(run, step, position, events, [record])
+        return run.status == "RUNNING"
+    run.attempt += 1  # approve: another attempt of the step
+    run.cursor = position
+    events.add("step.retry", step=step["name"], attempt=run.attempt, by="person")
     engine.store.save(run, steps=[], events=events)
     return True
 

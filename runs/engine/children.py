@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from runs.engine import checkpoints, endings, hitl
 from runs.engine import plan as plans
+from runs.engine.limits import LimitReached
+from runs.engine.outcomes import Failed, OverBudget, WaitingOnChildren
 from runs.engine.ports import (
     LIMIT_EXCEEDED,
     VALIDATION_ERROR,
@@ -30,12 +32,46 @@ def child_names(engine: Engine, run: RunView) -> dict[str, str]:
     return {ref: child["identity"]["name"] for ref, child in found.items()}
 
 
-def start_children(engine: Engine, run: RunView, group: list[int]) -> bool:
-    """Start the group's child runs; False when every child was skipped by its condition."""
-    data = engine._data(run)
+def start_children(
+    engine: Engine, run: RunView, group: list[int]
+) -> WaitingOnChildren | Failed | OverBudget | None:
+    """Start the group's child runs and persist the run WAITING on them; None when every
+    child was skipped by its condition (the run goes on); Failed when they cannot start
+    (the run has ended); OverBudget when their budgets or their entities' lifetime costs
+    have no room (nothing was written)."""
     steps: list[StepRecord] = []
-    requests: list[ChildRequest] = []
     events = Events()
+    requests = child_requests(engine, run, group, steps, events)
+    if not isinstance(requests, Failed) and requests and run.depth + 1 > run.depth_limit:
+        requests = Failed(
+            LIMIT_EXCEEDED,
+            f"starting {requests[0].entity_ref!r} would nest {run.depth + 1} levels deep, "
+            f"more than max_recursion_depth {run.depth_limit} of the run's root",
+        )
+    if isinstance(requests, Failed):
+        endings.fail(engine, run, requests.code, requests.message, events, steps)
+        return requests
+    if not requests:
+        run.cursor = group[-1] + 1
+        engine.store.save(run, steps=steps, events=events)
+        return None
+    run.status = "WAITING"
+    run.waiting_on = [r.step_key for r in requests]  # type: ignore[attr-defined]
+    adopt = engine.handoff_s > 0
+    try:
+        ids = engine.store.spawn(run, children=requests, steps=steps, events=events, adopt=adopt)
+    except LimitReached as limit:  # the store's answer: no room for the children's budgets
+        return OverBudget(limit)
+    return WaitingOnChildren(tuple(ids))
+
+
+def child_requests(
+    engine: Engine, run: RunView, group: list[int], steps: list[StepRecord], events: Events
+) -> list[ChildRequest] | Failed:
+    """The children the group starts (a step whose condition is false is SKIPPED), with
+    their step records and events; Failed when a child entity no longer exists."""
+    data = engine._data(run)
+    requests: list[ChildRequest] = []
     for position in group:
         step = run.planned()[position]
         if not plans.holds(step.get("condition"), data):
@@ -47,15 +83,10 @@ def start_children(engine: Engine, run: RunView, group: list[int]) -> bool:
             continue
         child = engine.store.child_definition(run, step["target_entity"])
         if child is None:
-            endings.fail(
-                engine,
-                run,
+            return Failed(
                 VALIDATION_ERROR,
                 f"step {step['name']!r}: child {step['target_entity']!r} no longer exists",
-                events,
-                steps,
             )
-            return True
         child_input = plans.map_input(
             step.get("input_mapping") or {},
             child["io_contract"]["input"]["schema"],
@@ -80,31 +111,7 @@ def start_children(engine: Engine, run: RunView, group: list[int]) -> bool:
             )
         )
         events.add("step.started", step=step["name"], type=step["type"])
-    if requests and run.depth + 1 > run.depth_limit:
-        endings.fail(
-            engine,
-            run,
-            LIMIT_EXCEEDED,
-            f"starting {requests[0].entity_ref!r} would nest {run.depth + 1} levels deep, "
-            f"more than max_recursion_depth {run.depth_limit} of the run's root",
-            events,
-            steps,
-        )
-        return True
-    if not requests:
-        run.cursor = group[-1] + 1
-        engine.store.save(run, steps=steps, events=events)
-        return False
-    run.status = "WAITING"
-    run.waiting_on = [r.step_key for r in requests]  # type: ignore[attr-defined]
-    adopt = engine.handoff_s > 0
-    ids = engine.store.spawn(run, children=requests, steps=steps, events=events, adopt=adopt)
-    for child_id in ids:
-        if adopt and engine._handoff is None and engine.store.taken(child_id):
-            engine._handoff = child_id  # this worker goes on with it
-        else:
-            engine.enqueue(child_id)
-    return True
+    return requests
 
 
 def join(engine: Engine, run: RunView) -> bool:

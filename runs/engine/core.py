@@ -28,7 +28,14 @@ from runs.engine.limits import (
     no_room_for_children,
     run_limits,
 )
-from runs.engine.outcomes import Completed, Failed, NeedsApproval, OverBudget, RetryAt
+from runs.engine.outcomes import (
+    Completed,
+    Failed,
+    NeedsApproval,
+    OverBudget,
+    RetryAt,
+    WaitingOnChildren,
+)
 from runs.engine.ports import (
     INTERNAL_ERROR,
     LIMIT_EXCEEDED,
@@ -109,7 +116,7 @@ class Engine:
         try:
             try:
                 self._drive(run)
-            except LimitReached as limit:  # from a review's judge call (RecordingModel)
+            except LimitReached as limit:  # a review's judge call (RecordingModel) had no room
                 endings.limit_reached(self, run, limit)
         except LeaseLost as lost:
             if lost.wake is not None:
@@ -165,8 +172,13 @@ class Engine:
                 return
             first = run.planned()[group[0]]
             if first["type"] == plans.CHILD:
-                if not children.start_children(self, run, group):
-                    continue
+                started = children.start_children(self, run, group)
+                if started is None:
+                    continue  # every child was skipped
+                if isinstance(started, WaitingOnChildren):
+                    self._hint_children(started)
+                elif isinstance(started, OverBudget):
+                    endings.limit_reached(self, run, started.limit)
                 return
             if not self._run_step(run, group[0]):
                 return
@@ -334,6 +346,16 @@ class Engine:
             endings.fail(self, run, failure.code, message, events, [record])
         return False
 
+    def _hint_children(self, waiting: WaitingOnChildren) -> None:
+        """Have the children started advanced: with handoff, this worker goes on with the
+        first one it holds; the others go to any worker."""
+        adopt = self.handoff_s > 0
+        for child_id in waiting.child_ids:
+            if adopt and self._handoff is None and self.store.taken(child_id):
+                self._handoff = child_id  # this worker goes on with it
+            else:
+                self.enqueue(child_id)
+
     def _schedule(self, run: RunView, at: RetryAt, steps: list[StepRecord], events: Events) -> bool:
         """Persist the run to be advanced again `at.delay_s` from now; False (it stops)."""
         self.store.schedule(run, at.delay_s, steps=steps, events=events)
@@ -354,6 +376,8 @@ class Engine:
             events.add("state.changed", step=step["name"], keys=changed)
 
 
+# What the rest of the product imports from here (runs/store.py, runs/services.py, tests,
+# bench); each lives in state, limits, ports or validators.
 __all__ = [
     "Engine",
     "RunView",

@@ -28,35 +28,9 @@ if TYPE_CHECKING:
 def start_run(engine: Engine, run: RunView) -> bool:
     events = Events()
     run.began_at = engine.clock.now()
-    if run.entity_status != "ACTIVE":
-        endings.fail(
-            engine,
-            run,
-            NOT_ACTIVE,
-            f"{run.definition['identity']['name']} is {run.entity_status}; only ACTIVE "
-            "entities run",
-            events,
-            [],
-        )
-        return False
-    problems = input_problems(run.definition, run.input)
-    if problems:
-        endings.fail(engine, run, INVALID_INPUT, "; ".join(problems), events, [])
-        return False
-    missing = [
-        tool["tool_id"]
-        for tool in run.definition["capabilities"]["tools"]
-        if not tool.get("implementation")
-    ]
-    if missing:
-        endings.fail(
-            engine,
-            run,
-            VALIDATION_ERROR,
-            "tools without an implementation cannot run: " + ", ".join(missing),
-            events,
-            [],
-        )
+    refused = runtime_problem(run)
+    if refused is not None:
+        endings.fail(engine, run, refused.code, refused.message, events, [])
         return False
     timeout_ms = run.definition["governance"]["execution_limits"]["timeout_ms"]
     own = run.began_at + timedelta(milliseconds=timeout_ms)
@@ -89,6 +63,30 @@ def start_run(engine: Engine, run: RunView) -> bool:
     # Written with the next write of this run: replaying a start is deterministic.
     engine._later(run, [], events)
     return True
+
+
+def runtime_problem(run: RunView) -> Failed | None:
+    """Runtime validation at the first entry (seed 000 §9.2): an ACTIVE entity, a valid
+    input, an implementation for every tool."""
+    if run.entity_status != "ACTIVE":
+        return Failed(
+            NOT_ACTIVE,
+            f"{run.definition['identity']['name']} is {run.entity_status}; only ACTIVE "
+            "entities run",
+        )
+    problems = input_problems(run.definition, run.input)
+    if problems:
+        return Failed(INVALID_INPUT, "; ".join(problems))
+    missing = [
+        tool["tool_id"]
+        for tool in run.definition["capabilities"]["tools"]
+        if not tool.get("implementation")
+    ]
+    if missing:
+        return Failed(
+            VALIDATION_ERROR, "tools without an implementation cannot run: " + ", ".join(missing)
+        )
+    return None
 
 
 def plan_pass(
