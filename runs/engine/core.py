@@ -110,6 +110,8 @@ class Engine:
         self.enqueue(run_id)
 
     def _advance_one(self, run_id: str) -> None:
+        """Claim the run and drive it; a lost lease stops without writing, and a bug ends
+        the run INTERNAL_ERROR rather than leaving it RUNNING."""
         run = self.store.load(run_id)
         if run is None:
             return
@@ -133,6 +135,8 @@ class Engine:
             self.store.release(run)
 
     def _drive(self, run: RunView) -> None:
+        """The loop: resume from a decision, start, then one step (or group) after another
+        until the run waits, pauses, ends, or has taken `max_steps_per_advance` steps."""
         if run.status in TERMINAL:
             return
         if run.cancel_requested:
