@@ -2,7 +2,8 @@
 applies, what the person is asked (the explanation packet), what an edit may be.
 
 Plain Python like the rest of the engine: the store records an `ApprovalAsk` and answers an
-`ApprovalVerdict`; `Paused` unwinds the engine when a run now waits on a person.
+`ApprovalVerdict`; a run that now waits on a person is a `NeedsApproval` outcome
+(runs/engine/outcomes.py).
 """
 
 from __future__ import annotations
@@ -30,10 +31,6 @@ REVERSIBILITY = {"READ": "full", "WRITE": "partial", "EXECUTE": "none"}
 RISK_RANK = {"low": 0, "medium": 1, "high": 2, "critical": 3}
 SUMMARY_MAX = 500
 PLAN_MAX_STEPS = 50
-
-
-class Paused(Exception):
-    """The run now waits on a person; the store has persisted it PAUSED."""
 
 
 @dataclass(frozen=True)

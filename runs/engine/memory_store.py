@@ -30,33 +30,35 @@ from cryptography.fernet import Fernet
 
 from runs.engine import hitl
 from runs.engine.context import InMemoryArtifactStore
-from runs.engine.core import (
-    TERMINAL,
-    ChildOutcome,
-    ChildRequest,
-    Events,
-    LeaseLost,
+from runs.engine.definition import Definition, Memory
+from runs.engine.limits import (
     LimitReached,
     LimitRow,
-    RunView,
-    StepRecord,
     budget_blocks,
-    child_step_key,
     first_limit_hit,
     lifetime_limit,
     lifetime_used,
     no_room_for_children,
     run_limits,
 )
-from runs.engine.definition import Definition, Memory
 from runs.engine.pii_copies import PiiCopies
 from runs.engine.ports import (
     Cipher,
+    LeaseLost,
     ModelReply,
     ModelRequest,
     Screening,
     ToolInvocation,
     ToolResult,
+)
+from runs.engine.state import (
+    TERMINAL,
+    ChildOutcome,
+    ChildRequest,
+    Events,
+    RunView,
+    StepRecord,
+    child_step_key,
 )
 
 ACTIVE = ("PENDING", "RUNNING", "WAITING", "PAUSED")  # what a cancellation stops
@@ -610,36 +612,10 @@ class InMemoryRunStore:
                 entity = self._resolve(run.workspace_id, request.entity_ref)
                 if entity is None:
                     raise KeyError(f"no entity {request.entity_ref!r} to start")
-                child_id = self.new_id()
-                limit = lifetime_limit(entity.definition)
-                left = self._lifetime_left(entity, entity.definition)
-                if limit is not None and left is not None and left <= 0:  # nothing is written
-                    raise lifetime_used(entity.name, limit)
-                limits = run_limits(entity.definition, child_id, run.budget_anchor, left)
-                limits["limited"] = limits["limited"] or run.limited
-                if limits["budget_usd"] is not None and run.budget_anchor is not None:
-                    reserve += limits["budget_usd"]
-                row = StoredRun(
-                    **limits,
-                    deadline_at=run.deadline,
-                    id=child_id,
-                    trace_id=run.trace_id,
-                    workspace_id=run.workspace_id,
-                    entity_ref=entity.ref,
-                    definition=entity.definition,
-                    input=_json(self.pii.sealed(entity.definition, request.input)),
-                    created_at=now,
-                    depth_limit=run.depth_limit,
-                    parent_id=run.id,
-                    parent_step_key=child_step_key(request.step_key, run.iteration, run.attempt),
-                    state=_json(self.pii.sealed(entity.definition, request.state or {})),
-                    spawn_group=group,
-                    cancel_requested=cancelled,
-                    group_index=request.group_index,
-                    depth=run.depth + 1,
-                    lineage=[*run.lineage, run.id],
-                    created_by_id=run.created_by_id,
-                )
+                row = self._child_row(run, request, entity, group=group, now=now)
+                row.cancel_requested = cancelled
+                if row.budget_usd is not None and run.budget_anchor is not None:
+                    reserve += row.budget_usd
                 rows.append(row)
                 events.add(
                     "run.created",
@@ -664,6 +640,45 @@ class InMemoryRunStore:
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
             return [row.id for row in rows]
+
+    def _child_row(
+        self,
+        run: RunView,
+        request: ChildRequest,
+        entity: StoredEntity,
+        *,
+        group: str,
+        now: datetime,
+    ) -> StoredRun:
+        """A child run of `run`'s current step, with its limits (nothing is written; raises
+        LimitReached when the entity's cumulative_cost_usd is used up)."""
+        child_id = self.new_id()
+        limit = lifetime_limit(entity.definition)
+        left = self._lifetime_left(entity, entity.definition)
+        if limit is not None and left is not None and left <= 0:  # nothing is written
+            raise lifetime_used(entity.name, limit)
+        limits = run_limits(entity.definition, child_id, run.budget_anchor, left)
+        limits["limited"] = limits["limited"] or run.limited
+        return StoredRun(
+            **limits,
+            deadline_at=run.deadline,
+            id=child_id,
+            trace_id=run.trace_id,
+            workspace_id=run.workspace_id,
+            entity_ref=entity.ref,
+            definition=entity.definition,
+            input=_json(self.pii.sealed(entity.definition, request.input)),
+            created_at=now,
+            depth_limit=run.depth_limit,
+            parent_id=run.id,
+            parent_step_key=child_step_key(request.step_key, run.iteration, run.attempt),
+            state=_json(self.pii.sealed(entity.definition, request.state or {})),
+            spawn_group=group,
+            group_index=request.group_index,
+            depth=run.depth + 1,
+            lineage=[*run.lineage, run.id],
+            created_by_id=run.created_by_id,
+        )
 
     def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
         keys = {child_step_key(key, run.iteration, run.attempt) for key in step_keys}

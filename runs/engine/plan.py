@@ -30,27 +30,10 @@ def build_static_plan(
         link_of.setdefault(link["child_id"], link)
     static = definition["planning"]["static_plan"]
     if static.get("enabled") and static.get("steps"):
-        plan = []
-        for step in sorted(static["steps"], key=lambda s: s["order"]):
-            target = step.get("target") or {}
-            link = link_of.get(target.get("entity_id") or "", {})
-            plan.append(
-                {
-                    "key": step.get("step_id") or f"step-{step['order']}",
-                    "name": step["name"],
-                    "type": step["type"],
-                    "order": step["order"],
-                    "target_entity": target.get("entity_id"),
-                    "tool_id": target.get("tool_id"),
-                    "prompt_template": target.get("prompt_template"),
-                    "required": step.get("required", True),
-                    "exit_conditions": step.get("exit_conditions", []),
-                    "input_mapping": step.get("input_mapping") or link.get("input_mapping") or {},
-                    "relationship": link.get("relationship", "SEQUENTIAL"),
-                    "condition": _condition(link),
-                }
-            )
-        return plan
+        return [
+            _static_step(step, link_of)
+            for step in sorted(static["steps"], key=lambda s: s["order"])
+        ]
     if links:
         return [
             {
@@ -85,6 +68,26 @@ def build_static_plan(
             "condition": None,
         }
     ]
+
+
+def _static_step(step: dict[str, Any], link_of: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A step of an enabled static plan, with its child link's mapping and relationship."""
+    target = step.get("target") or {}
+    link = link_of.get(target.get("entity_id") or "", {})
+    return {
+        "key": step.get("step_id") or f"step-{step['order']}",
+        "name": step["name"],
+        "type": step["type"],
+        "order": step["order"],
+        "target_entity": target.get("entity_id"),
+        "tool_id": target.get("tool_id"),
+        "prompt_template": target.get("prompt_template"),
+        "required": step.get("required", True),
+        "exit_conditions": step.get("exit_conditions", []),
+        "input_mapping": step.get("input_mapping") or link.get("input_mapping") or {},
+        "relationship": link.get("relationship", "SEQUENTIAL"),
+        "condition": _condition(link),
+    }
 
 
 def _condition(link: dict[str, Any]) -> Any:

@@ -12,7 +12,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from runs.engine import hitl
+    from runs.engine.definition import Definition
+    from runs.engine.limits import LimitReached
+    from runs.engine.state import ChildOutcome, ChildRequest, Events, RunView, StepRecord
 
 # Error codes of the seed's families (seed 001 §A.6), used in run errors and step failures.
 INVALID_INPUT = "INVALID_INPUT"
@@ -229,3 +235,138 @@ class Screening(Protocol):
     def pii_open(self, value: Any, decrypt: Decrypt | None) -> Any:
         """The clear value of a sealed copy (pieces redacted for good stay redacted)."""
         ...
+
+
+class LeaseLost(Exception):
+    """Another worker holds the run now (this one was too slow): stop without writing.
+    `wake`: a run that needs a look from any worker (the store could not take it).
+
+    This one stays an exception, unlike a step's outcome: it is the store saying the run is
+    no longer this worker's, an abort of the whole `advance` from wherever it is raised, not
+    a result the driver acts on."""
+
+    def __init__(self, message: str = "", *, wake: str | None = None):
+        super().__init__(message)
+        self.wake = wake
+
+
+class RunStore(Protocol):
+    def load(self, run_id: str) -> RunView | None:
+        """Claim the run's lease and read it; None when it is finished or someone holds it."""
+
+    def save(self, run: RunView, *, steps: list[StepRecord], events: Events) -> None:
+        """Persist the run, step records and events in one commit."""
+
+    def spawn(
+        self,
+        run: RunView,
+        *,
+        children: list[ChildRequest],
+        steps: list[StepRecord],
+        events: Events,
+        adopt: bool = False,
+    ) -> list[str]:
+        """Create child runs of the current step (pinned to each child's current version),
+        leave the run WAITING and persist, in one commit; answer the children's ids. With
+        `adopt`, the first child is created leased to this store's worker, which goes on
+        with it (`taken`)."""
+
+    def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
+        """The outcomes of the current group's child runs; None while one is unfinished."""
+
+    def finish(
+        self, run: RunView, *, steps: list[StepRecord], events: Events, adopt: bool = False
+    ) -> str | None:
+        """Persist a terminal run; answer the parent's id when this was the last unfinished
+        child of the parent's current step. With `adopt`, the same commit takes the parent's
+        lease for this store's worker when it can (`taken` says whether it did)."""
+
+    def taken(self, run_id: str) -> bool:
+        """Whether this store holds the run's lease for its worker, from `spawn` or `finish`
+        with `adopt`: `load` answers it without claiming it again."""
+
+    def let_go(self, run_id: str) -> None:
+        """Give back the lease of a run `taken` and not advanced (another worker may claim
+        it at once)."""
+
+    def release(self, run: RunView) -> None: ...
+
+    def cancel_requested(self, run: RunView) -> bool:
+        """Whether someone asked the run to stop since it was loaded."""
+
+    def schedule(
+        self, run: RunView, delay_s: float, *, steps: list[StepRecord], events: Events
+    ) -> None:
+        """Persist the run with a due time `delay_s` from now; nothing advances it before."""
+
+    def recorded_reply(self, run: RunView, call_key: str) -> ModelReply | None: ...
+
+    def record_model_call(
+        self,
+        run: RunView,
+        step: StepRecord,
+        call_key: str,
+        request: ModelRequest,
+        reply: ModelReply,
+        *,
+        reserved: Decimal | None = None,
+    ) -> None: ...
+
+    def recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None: ...
+
+    def record_tool_call(
+        self,
+        run: RunView,
+        step: StepRecord,
+        invocation: ToolInvocation,
+        result: ToolResult | None,
+        error: str = "",
+        *,
+        reserved: Decimal | None = None,
+    ) -> None: ...
+
+    def memory_read(self, run: RunView) -> list[Any]:
+        """What the entity remembers, oldest first."""
+
+    def memory_write(self, run: RunView, content: Any) -> None:
+        """Remember one item under the entity's memory configuration."""
+
+    def artifacts(self, run: RunView) -> Any:
+        """The ArtifactStore of the run's workspace."""
+
+    def child_definition(self, run: RunView, entity_ref: str) -> Definition | None:
+        """The current definition of a child entity of this run's workspace, for its input
+        schema; None when it no longer exists."""
+
+    def children_definitions(self, run: RunView, refs: list[str]) -> dict[str, Definition]:
+        """`child_definition` for several references at once."""
+
+    def reserve_call(
+        self, run: RunView, *, llm_calls: int = 0, tool_calls: int = 0, estimate: Decimal
+    ) -> LimitReached | None:
+        """Before a call: count it for the run and every ancestor and set its estimated cost
+        aside at the run's budget anchor, all or nothing; answer why not when a call limit
+        or the budget has no room (nothing is written then). `record_model_call` and
+        `record_tool_call` with `reserved` settle it; `unreserve_call` gives it back."""
+
+    def unreserve_call(self, run: RunView, estimate: Decimal) -> None:
+        """A reserved call that failed before it cost anything gives its estimate back."""
+
+    def cancel_descendants(self, run: RunView) -> list[str]:
+        """Ask every unfinished descendant to stop; answer the ids to hint."""
+
+    def approval_verdict(self, run: RunView, key: str) -> hitl.ApprovalVerdict | None:
+        """What became of the run's request `key`; None when it was never asked."""
+
+    def request_approval(
+        self, run: RunView, ask: hitl.ApprovalAsk, *, steps: list[StepRecord], events: Events
+    ) -> None:
+        """Record the request; when it needs a decision, persist the run PAUSED with the
+        steps and events in the same commit (the store lets go of the lease). People are
+        told after commit."""
+
+    def record_judge(self, run: RunView, key: str, verdict: dict[str, Any]) -> None:
+        """Keep an LLM judge's verdict once (a replay finds it kept)."""
+
+    def awaiting_person(self, run: RunView) -> bool:
+        """Whether a request of the run's trace waits on a person."""

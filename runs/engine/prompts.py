@@ -4,10 +4,13 @@ reasoning modes as prompt strategies (seed 000 §3.2, §3.4.1)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runs.engine import pinned
 from runs.engine.definition import Definition, Identity
+
+if TYPE_CHECKING:
+    from runs.engine.context import ContextPart
 
 REASONING = {
     "REACT": "Think step by step and act iteratively: reason, decide the next action, observe.",
@@ -102,6 +105,16 @@ def compose(
         parts["TOOL_RESULTS"] = (
             parts["TOOL_RESULTS"] + "\n\nEarlier passes:\n" + _json(iterations)
         ).strip()
+    kept, dropped = _fitted(parts, engineering, instruction, count_tokens)
+    return _as_messages(definition, kept, instruction), dropped
+
+
+def _fitted(
+    parts: dict[str, str], engineering: Any, instruction: str, count_tokens: Any
+) -> tuple[list[ContextPart], list[str]]:
+    """The parts in priority order, trimmed to max_context_tokens; and those dropped."""
+    from runs.engine import context as ctx
+
     limit = engineering["max_context_tokens"]
     size = len(instruction.encode()) + sum(len(text.encode()) for text in parts.values())
     if size <= limit:
@@ -112,12 +125,15 @@ def compose(
             for kind in ctx.ordered_kinds(parts, engineering["context_priority"])
             if parts[kind]
         ]
-        dropped: list[str] = []
-    else:
-        budget = limit - count_tokens(instruction)
-        kept, dropped = ctx.build_context(
-            parts, engineering["context_priority"], max(budget, 0), count_tokens
-        )
+        return kept, []
+    budget = limit - count_tokens(instruction)
+    return ctx.build_context(parts, engineering["context_priority"], max(budget, 0), count_tokens)
+
+
+def _as_messages(
+    definition: Definition, kept: list[ContextPart], instruction: str
+) -> tuple[dict[str, Any], ...]:
+    """The system message and the user message: reasoning strategy, instruction, parts."""
     system = next((p.text for p in kept if p.kind == "SYSTEM_PROMPT"), "")
     rest = "\n\n".join(p.text for p in kept if p.kind != "SYSTEM_PROMPT")
     mode = definition["logic_gate"]["reasoning_config"]["reasoning_mode"]
@@ -129,7 +145,7 @@ def compose(
     if system:
         messages.append({"role": "system", "content": system})
     messages.append({"role": "user", "content": user})
-    return tuple(messages), dropped
+    return tuple(messages)
 
 
 def _json(value: Any) -> str:

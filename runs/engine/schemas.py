@@ -621,11 +621,20 @@ def reference_loops(schema: Any) -> list[tuple[str | int, ...]]:
             found += targets
             references.append((key, keyword, targets))
 
-    component = _components(edges)
+    return _looping(references, _components(edges), {key: node[2] for key, node in nodes.items()})
+
+
+def _looping(
+    references: list[tuple[int, str, list[int]]],
+    component: dict[int, int],
+    paths: dict[int, tuple[str | int, ...]],
+) -> list[tuple[str | int, ...]]:
+    """The paths of the references that may reach a schema of their own strongly connected
+    component (themselves again), sorted."""
     loops: list[tuple[str | int, ...]] = []
     for key, keyword, targets in references:
         if any(component.get(target) == component[key] for target in targets):
-            where = (*nodes[key][2], keyword)
+            where = (*paths[key], keyword)
             if where not in loops:
                 loops.append(where)
     return sorted(loops, key=lambda where: [str(part) for part in where])

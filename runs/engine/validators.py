@@ -12,7 +12,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from runs.engine import patterns
+from runs.engine import patterns, schemas
+from runs.engine.definition import Definition
 
 Validator = Callable[[str, dict[str, Any]], str | None]
 VALIDATORS: dict[str, Validator] = {}
@@ -95,3 +96,26 @@ def rule_problems(rules: list[dict[str, Any]], data: dict[str, Any]) -> list[str
         if problem:
             problems.append(problem)
     return problems
+
+
+def schema_problems(schema: dict[str, Any], value: Any) -> list[str]:
+    """What `value` breaks of `schema`, a part of a pinned definition."""
+    quick = schemas.quick_check(schema)
+    if quick is not None and quick(value):
+        return []
+    validator = schemas.validator(schema)
+    problems = []
+    for error in sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.path))):
+        where = ".".join(str(p) for p in error.absolute_path) or "(input)"
+        problems.append(f"{where}: {error.message}")
+    return problems
+
+
+def input_problems(definition: Definition, run_input: Any) -> list[str]:
+    """io_contract input validation: the schema, then the named validation rules."""
+    if not isinstance(run_input, dict):
+        return ["the input must be a JSON object"]
+    problems = schema_problems(definition["io_contract"]["input"]["schema"], run_input)
+    if problems:
+        return problems
+    return rule_problems(definition["io_contract"]["input"]["validation_rules"], run_input)

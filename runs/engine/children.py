@@ -1,0 +1,173 @@
+"""Child steps: start a group's child runs, join their outcomes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from runs.engine import checkpoints, endings, hitl
+from runs.engine import plan as plans
+from runs.engine.limits import LimitReached
+from runs.engine.outcomes import Failed, OverBudget, WaitingOnChildren
+from runs.engine.ports import (
+    LIMIT_EXCEEDED,
+    VALIDATION_ERROR,
+)
+from runs.engine.state import (
+    ChildOutcome,
+    ChildRequest,
+    Events,
+    RunView,
+    StepRecord,
+)
+
+if TYPE_CHECKING:
+    from runs.engine.core import Engine
+
+
+def child_names(engine: Engine, run: RunView) -> dict[str, str]:
+    refs = [link["child_id"] for link in run.definition["hierarchy"]["children"]]
+    if not refs:
+        return {}
+    found = engine.store.children_definitions(run, refs)
+    return {ref: child["identity"]["name"] for ref, child in found.items()}
+
+
+def start_children(
+    engine: Engine, run: RunView, group: list[int]
+) -> WaitingOnChildren | Failed | OverBudget | None:
+    """Start the group's child runs and persist the run WAITING on them; None when every
+    child was skipped by its condition (the run goes on); Failed when they cannot start
+    (the run has ended); OverBudget when their budgets or their entities' lifetime costs
+    have no room (nothing was written)."""
+    steps: list[StepRecord] = []
+    events = Events()
+    requests = child_requests(engine, run, group, steps, events)
+    if not isinstance(requests, Failed) and requests and run.depth + 1 > run.depth_limit:
+        requests = Failed(
+            LIMIT_EXCEEDED,
+            f"starting {requests[0].entity_ref!r} would nest {run.depth + 1} levels deep, "
+            f"more than max_recursion_depth {run.depth_limit} of the run's root",
+        )
+    if isinstance(requests, Failed):
+        endings.fail(engine, run, requests.code, requests.message, events, steps)
+        return requests
+    if not requests:
+        run.cursor = group[-1] + 1
+        engine.store.save(run, steps=steps, events=events)
+        return None
+    run.status = "WAITING"
+    run.waiting_on = [r.step_key for r in requests]  # type: ignore[attr-defined]
+    adopt = engine.handoff_s > 0
+    try:
+        ids = engine.store.spawn(run, children=requests, steps=steps, events=events, adopt=adopt)
+    except LimitReached as limit:  # the store's answer: no room for the children's budgets
+        return OverBudget(limit)
+    return WaitingOnChildren(tuple(ids))
+
+
+def child_requests(
+    engine: Engine, run: RunView, group: list[int], steps: list[StepRecord], events: Events
+) -> list[ChildRequest] | Failed:
+    """The children the group starts (a step whose condition is false is SKIPPED), with
+    their step records and events; Failed when a child entity no longer exists."""
+    data = engine._data(run)
+    requests: list[ChildRequest] = []
+    for position in group:
+        step = run.planned()[position]
+        if not plans.holds(step.get("condition"), data):
+            record = StepRecord(
+                step["key"], position, step["name"], step["type"], "SKIPPED", run.iteration
+            )
+            steps.append(record)
+            events.add("step.skipped", step=step["name"], reason="condition is false")
+            continue
+        child = engine.store.child_definition(run, step["target_entity"])
+        if child is None:
+            return Failed(
+                VALIDATION_ERROR,
+                f"step {step['name']!r}: child {step['target_entity']!r} no longer exists",
+            )
+        child_input = plans.map_input(
+            step.get("input_mapping") or {},
+            child["io_contract"]["input"]["schema"],
+            data,
+        )
+        steps.append(
+            StepRecord(
+                step["key"],
+                position,
+                step["name"],
+                step["type"],
+                "WAITING",
+                run.iteration,
+                input=child_input,
+                started_at=engine.clock.now(),
+            )
+        )
+        carried = {k: run.state[k] for k in hitl.CARRIED_KEYS if k in run.state}
+        requests.append(
+            ChildRequest(
+                step["key"], len(requests), step["target_entity"], child_input, carried or None
+            )
+        )
+        events.add("step.started", step=step["name"], type=step["type"])
+    return requests
+
+
+def join(engine: Engine, run: RunView) -> bool:
+    """Collect the current group's children; False while one is unfinished."""
+    group = plans.group_at(run.plan or [], run.cursor)
+    keys = [run.planned()[i]["key"] for i in group]
+    outcomes = engine.store.children(run, keys)
+    if outcomes is None:
+        return False
+    events = Events()
+    steps: list[StepRecord] = []
+    failed: ChildOutcome | None = None
+    position_of = {run.planned()[i]["key"]: i for i in group}
+    for outcome in outcomes:
+        step = run.planned()[position_of[outcome.step_key]]
+        if outcome.status == "COMPLETED":
+            engine._new_state(run, step, outcome.output, events)
+            steps.append(
+                StepRecord(
+                    step["key"],
+                    position_of[outcome.step_key],
+                    step["name"],
+                    step["type"],
+                    "COMPLETED",
+                    run.iteration,
+                    output=outcome.output,
+                )
+            )
+            events.add("step.finished", step=step["name"], status="COMPLETED")
+        else:
+            failed = failed or outcome
+            steps.append(
+                StepRecord(
+                    step["key"],
+                    position_of[outcome.step_key],
+                    step["name"],
+                    step["type"],
+                    "FAILED",
+                    run.iteration,
+                    error_code=outcome.error_code,
+                    error_message=outcome.error_message,
+                )
+            )
+            events.add("step.finished", step=step["name"], status=outcome.status)
+    if failed is not None:
+        code = failed.error_code or "CHILD_FAILED"
+        message = f"{failed.entity_name} {failed.status.lower()}: {failed.error_message}"
+        if failed.status == "FAILED":
+            position = position_of[failed.step_key]
+            asked = checkpoints.on_failure_checkpoint(
+                engine, run, run.planned()[position], position, code, message, events, steps
+            )
+            if asked is not None:
+                return False  # a person decides what becomes of the failure
+        endings.fail(engine, run, code, message, events, steps)
+        return False
+    run.status = "RUNNING"
+    engine._go_on(run, run.planned()[group[-1]], group[-1], events, steps)
+    return run.status == "RUNNING"

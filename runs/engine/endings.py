@@ -1,0 +1,394 @@
+"""The end of a pass and of a run: output, review, convergence, and the run's terminal writes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from runs.engine import (
+    checkpoints,
+    children,
+    hitl,
+    loop,
+    retry,
+    review,
+    start,
+    thoughts,
+    transforms,
+)
+from runs.engine import plan as plans
+from runs.engine.limits import (
+    BUDGET_EXHAUSTED,
+    LimitReached,
+)
+from runs.engine.outcomes import OverBudget, RetryAt
+from runs.engine.ports import (
+    LIMIT_EXCEEDED,
+    TIMEOUT,
+    VALIDATION_ERROR,
+)
+from runs.engine.state import (
+    HISTORY_KEY,
+    REVIEW_RETRIES_KEY,
+    Events,
+    RunView,
+    StepRecord,
+)
+from runs.engine.thoughts import RecordingModel
+from runs.engine.validators import schema_problems
+
+if TYPE_CHECKING:
+    from runs.engine.core import Engine
+
+
+def complete(engine: Engine, run: RunView) -> bool:
+    """The end of a pass: output, transformations, validation, review, convergence.
+    True when another pass starts."""
+    events = Events()
+    definition = run.definition
+    output_schema = definition["io_contract"]["output"]["schema"]
+    output = plans.extract_output(run.state, output_schema)
+    output, problems = transforms.apply_transformations(
+        output, definition["io_contract"]["output"]["transformations"]
+    )
+    if problems:
+        run.output = output
+        message = "output transformations failed: " + "; ".join(problems)
+        fail(engine, run, VALIDATION_ERROR, message, events, [])
+        return False
+    problems = schema_problems(output_schema, output)
+    validation = definition["governance"]["safety_rails"]["output_validation"]
+    validation_schema = validation.get("schema")
+    if validation.get("enabled") and validation_schema:
+        problems += schema_problems(validation_schema, output)
+    if problems:
+        run.output = output
+        fail(
+            engine,
+            run,
+            VALIDATION_ERROR,
+            "the output breaks its schema: " + "; ".join(problems),
+            events,
+            [],
+        )
+        return False
+    run.output = output
+    verdict = run_review(engine, run, output, events)
+    if verdict != "passed":
+        return verdict == "again"
+    return after_review(engine, run, output, events)
+
+
+def after_review(engine: Engine, run: RunView, output: dict[str, Any], events: Events) -> bool:
+    """Convergence, memory, the end: True when another pass starts."""
+    definition = run.definition
+    loop_control = definition["planning"]["loop_control"]
+    criteria = loop_control.get("convergence_criteria") or []
+    history = run.state.get(HISTORY_KEY, [])
+    run.state = {**run.state, HISTORY_KEY: [*history, output]}
+    if criteria and not loop.converged(criteria, run.state):
+        if loop.next_iteration_allowed(
+            run.iteration, loop_control.get("max_iterations"), engine.hard_cap
+        ):
+            events.add(
+                "loop.next",
+                iteration=run.iteration + 1,
+                unmet=loop.unmet(criteria, run.state),
+            )
+            next_pass(engine, run, events)
+            return True
+        events.add("loop.stopped", iteration=run.iteration, reason="iteration limit")
+    engine.store.memory_write(run, {"input": run.input, "output": output})
+    finish(engine, run, "COMPLETED", "", "", events, [])
+    return False
+
+
+def next_pass(engine: Engine, run: RunView, events: Events) -> None:
+    run.iteration += 1
+    run.cursor = 0
+    run.attempt = 1
+    engine.store.save(run, steps=[], events=events)
+
+
+def run_review(engine: Engine, run: RunView, output: dict[str, Any], events: Events) -> str:
+    """Run the review mechanism: "passed", "again" (another pass starts) or "stop" (the
+    run failed, waits for a retry, or waits for a human)."""
+    mechanism = run.definition["logic_gate"]["review_mechanism"]
+    if not mechanism.get("enabled"):
+        return "passed"
+    record = StepRecord("review", len(run.plan or []), "Review", "REVIEW", "RUNNING", run.iteration)
+    record.attempt = run.attempt
+    model = RecordingModel(engine, run, record)
+    result = review.review(
+        output,
+        mechanism,
+        model=model,
+        request_factory=lambda **kw: thoughts.model_request(engine, run, **kw),
+    )
+    record.output = {
+        "passed": result.passed,
+        "detail": result.detail,
+        "judge": result.judge,
+        "passed_criteria": list(result.passed_criteria),
+    }
+    for index, (criterion, judged) in enumerate(result.verdicts):
+        engine.store.record_judge(
+            run,
+            f"review:{run.iteration}:{run.attempt}:{index}",
+            {**judged, "criterion": criterion},
+        )
+    if result.human_review or (not result.passed and mechanism["on_failure"] == "ESCALATE"):
+        record.status = "WAITING"
+        record.error_message = result.detail
+        events.add("review.escalated", detail=result.detail)
+        review_to_person(engine, run, output, result, record, events)
+        return "stop"
+    if result.passed:
+        record.status = "COMPLETED"
+        events.add("review.passed", criteria=list(result.passed_criteria))
+        engine._later(run, [record], Events())
+        return "passed"
+    return review_failed(engine, run, result, record, events)
+
+
+def review_failed(
+    engine: Engine,
+    run: RunView,
+    result: review.ReviewResult,
+    record: StepRecord,
+    events: Events,
+) -> str:
+    """A failed review: a judge that failed goes by the retry policy; a failed output by
+    the mechanism's on_failure (another pass, re-planned under ALTERNATIVE_PATH, or FAIL)."""
+    mechanism = run.definition["logic_gate"]["review_mechanism"]
+    record.status, record.error_message = "FAILED", result.detail
+    record.error_code = result.error_code or VALIDATION_ERROR
+    events.add("review.failed", detail=result.detail, on_failure=mechanism["on_failure"])
+    if result.error_code:  # the judge itself failed: the retry policy decides
+        policy = run.definition["logic_gate"]["retry_policy"]
+        decision = retry.decide(result.error_code, result.retryable, run.attempt, policy)
+        if isinstance(decision, retry.Retry):
+            run.attempt = decision.attempt
+            engine._schedule(run, RetryAt(decision.delay_s), [record], events)
+            return "stop"
+        fail(engine, run, result.error_code, f"review: {result.detail}", events, [record])
+        return "stop"
+    on_failure = mechanism["on_failure"]
+    retries = int(run.state.get(REVIEW_RETRIES_KEY, 0))
+    limit = run.definition["logic_gate"]["retry_policy"]["max_retries"]
+    if on_failure in ("RETRY", "ALTERNATIVE_PATH") and retries < limit:
+        run.state = {
+            **run.state,
+            REVIEW_RETRIES_KEY: retries + 1,
+            "review_feedback": result.detail,
+        }
+        engine._later(run, [record], events)
+        if on_failure == "ALTERNATIVE_PATH":
+            names = children.child_names(engine, run)
+            static = plans.build_static_plan(run.definition, names)
+            plan = start.plan_pass(
+                engine,
+                run,
+                static,
+                names,
+                Events(),
+                feedback=f"The last attempt failed its review: {result.detail}",
+            )
+            if isinstance(plan, OverBudget):
+                limit_reached(engine, run, plan.limit)
+            if plan is None or isinstance(plan, OverBudget):
+                return "stop"
+            run.plan = plan
+        next_pass(engine, run, Events())
+        return "again"
+    message = f"the output failed its review: {result.detail}"
+    if on_failure in ("RETRY", "ALTERNATIVE_PATH"):
+        message += f" (after {retries} retries)"
+    fail(engine, run, VALIDATION_ERROR, message, events, [record])
+    return "stop"
+
+
+def review_to_person(
+    engine: Engine,
+    run: RunView,
+    output: dict[str, Any],
+    result: review.ReviewResult,
+    record: StepRecord,
+    events: Events,
+) -> None:
+    """The review sends the output to a person: a failure under on_failure ESCALATE, or
+    a judge that routed it to human review or was not confident enough."""
+    judge = result.judge
+    trigger = "REVIEW_ESCALATE"
+    reason = (
+        result.detail if result.human_review else "the review failed and on_failure is ESCALATE"
+    )
+    checkpoint = hitl.default_checkpoint(run.definition, trigger, reason)
+    risk: list[tuple[str, str]] = [("medium", f"review: {result.detail}")]
+    for flag in (judge or {}).get("risk_flags") or []:
+        risk.append(("medium", f"judge flag: {flag}"))
+    confidence: dict[str, int | None] = {"plan": None, "execution": None, "output": None}
+    if judge is not None:
+        confidence["output"] = round(float(judge["confidence"]) * 100)
+    checkpoints.ask_person(
+        engine,
+        run,
+        checkpoint,
+        checkpoints.Question(
+            key=f"REVIEW:{run.iteration}:{run.attempt}",
+            step_name="Review",
+            subject="output",
+            payload=output,
+            edit_schema=run.definition["io_contract"]["output"]["schema"],
+            reasoning=f"{run.definition['identity']['name']}'s output needs a person: {reason}"
+            + ("" if result.human_review else f". {result.detail}"),
+            risk=risk,
+            judge=judge,
+            confidence=confidence,
+            context={"review": result.detail},
+        ),
+        steps=[record],
+        events=events,
+        awaiting={},
+    )
+
+
+def after_review_decision(
+    engine: Engine, run: RunView, verdict: hitl.ApprovalVerdict, events: Events
+) -> bool:
+    """A person decided on an output the review sent them: approve (or PROCEED) keeps
+    it, edit replaces it, reject re-plans (ALTERNATIVE_PATH) or fails."""
+    name = run.definition["identity"]["name"]
+    if verdict.outcome in (hitl.REJECT, hitl.ABORT):
+        replanned = checkpoints.rejected_replan(
+            engine, run, verdict, f"the output of {name}", events
+        )
+        if isinstance(replanned, OverBudget):
+            limit_reached(engine, run, replanned.limit)
+            return False
+        if replanned:
+            return True
+        checkpoints.refused_by_person(engine, run, verdict, f"the output of {name}", events, [])
+        return False
+    output = run.output or {}
+    if verdict.outcome == hitl.EDIT:
+        output = verdict.payload
+        problems = schema_problems(run.definition["io_contract"]["output"]["schema"], output)
+        if problems:
+            run.output = output
+            fail(
+                engine,
+                run,
+                VALIDATION_ERROR,
+                "the edited output: " + "; ".join(problems),
+                events,
+                [],
+            )
+            return False
+        run.output = output
+        events.add("output.edited", by=verdict.decided_by)
+    events.add("review.passed", by=verdict.decided_by or "timeout")
+    return after_review(engine, run, output, events)
+
+
+def expired(engine: Engine, run: RunView) -> bool:
+    """Past the deadline, unless someone in the trace waits on a person: that time does
+    not count (the decision moves the trace's deadlines by the time waited)."""
+    if run.deadline is None or engine.clock.now() <= run.deadline:
+        return False
+    return not engine.store.awaiting_person(run)
+
+
+def timeout(engine: Engine, run: RunView) -> None:
+    """Past the deadline: the run ends TIMEOUT and its unfinished descendants stop."""
+    timeout_ms = run.definition["governance"]["execution_limits"]["timeout_ms"]
+    steps = unfinished_steps(
+        engine, run, "FAILED", error_code=TIMEOUT, error_message="the run passed its deadline"
+    )
+    for child_id in engine.store.cancel_descendants(run):
+        engine.enqueue(child_id)
+    fail(
+        engine,
+        run,
+        TIMEOUT,
+        f"the run passed its deadline (timeout_ms {timeout_ms}, or an ancestor's)",
+        Events(),
+        steps,
+    )
+
+
+def limit_reached(engine: Engine, run: RunView, limit: LimitReached) -> None:
+    """A call limit or budget had no room for the next call: fail, or wait BLOCKED at the
+    step (raising the limit and resuming re-runs it)."""
+    if not limit.blocks:
+        code = LIMIT_EXCEEDED if limit.code == BUDGET_EXHAUSTED else limit.code
+        fail(engine, run, code, str(limit), Events(), [])
+        return
+    run.status, run.error_code, run.error_message = "BLOCKED", limit.code, str(limit)
+    events = Events()
+    events.add("run.status", status="BLOCKED", reason="budget_exhausted", message=str(limit))
+    engine.store.save(run, steps=[], events=events)
+
+
+def fail(
+    engine: Engine, run: RunView, code: str, message: str, events: Events, steps: list[StepRecord]
+) -> None:
+    finish(engine, run, "FAILED", code, message, events, steps)
+
+
+def finish(
+    engine: Engine,
+    run: RunView,
+    status: str,
+    code: str,
+    message: str,
+    events: Events,
+    steps: list[StepRecord],
+) -> None:
+    run.status, run.error_code, run.error_message = status, code, message
+    events.add("run.status", status=status, error_code=code, error_message=message)
+    adopt = engine.handoff_s > 0
+    parent = engine.store.finish(run, steps=steps, events=events, adopt=adopt)
+    if parent is None:
+        return
+    if adopt and engine.store.taken(parent):
+        engine._handoff = parent  # this worker goes on with the parent it woke
+    else:
+        engine.enqueue(parent)
+
+
+def cancel(engine: Engine, run: RunView) -> None:
+    """End the run CANCELLED; the steps it waits on (children, a person) end with it."""
+    steps = unfinished_steps(engine, run, "CANCELLED")
+    finish(engine, run, "CANCELLED", "CANCELLED", "the run was cancelled", Events(), steps)
+
+
+def unfinished_steps(engine: Engine, run: RunView, status: str, **fields: Any) -> list[StepRecord]:
+    """The records of the steps a run ending now leaves behind: its group of steps
+    waiting on children, or the tool step waiting on a person's approval."""
+    if not run.plan:
+        return []
+    attempt = 1  # a group's records are written as attempt 1 (_start_children, _join)
+    if run.status == "WAITING":
+        positions = plans.group_at(run.plan, run.cursor)
+    elif (
+        run.status == "PAUSED"
+        and hitl.AWAITING_KEY not in run.state
+        and run.cursor < len(run.planned())
+        and run.planned()[run.cursor]["type"] == "TOOL_CALL"
+    ):
+        positions, attempt = [run.cursor], run.attempt
+    else:
+        return []
+    return [
+        StepRecord(
+            run.planned()[position]["key"],
+            position,
+            run.planned()[position]["name"],
+            run.planned()[position]["type"],
+            status,
+            run.iteration,
+            attempt=attempt,
+            **fields,
+        )
+        for position in positions
+    ]

@@ -1,0 +1,164 @@
+"""A run's first entry: runtime validation, the BEFORE_EXECUTION checkpoint, planning (and
+re-planning after a rejection or a failed review)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from runs.engine import checkpoints, children, endings, hitl, planning, thoughts
+from runs.engine import plan as plans
+from runs.engine.outcomes import Failed, OverBudget
+from runs.engine.ports import (
+    INVALID_INPUT,
+    NOT_ACTIVE,
+    VALIDATION_ERROR,
+)
+from runs.engine.state import (
+    Events,
+    RunView,
+    StepRecord,
+)
+from runs.engine.validators import input_problems
+
+if TYPE_CHECKING:
+    from runs.engine.core import Engine
+
+
+def start_run(engine: Engine, run: RunView) -> bool:
+    events = Events()
+    run.began_at = engine.clock.now()
+    refused = runtime_problem(run)
+    if refused is not None:
+        endings.fail(engine, run, refused.code, refused.message, events, [])
+        return False
+    timeout_ms = run.definition["governance"]["execution_limits"]["timeout_ms"]
+    own = run.began_at + timedelta(milliseconds=timeout_ms)
+    run.deadline = own if run.deadline is None else min(run.deadline, own)
+    carried = {k: run.state[k] for k in hitl.CARRIED_KEYS if k in (run.state or {})}
+    start_state = dict(run.input)
+    verdict = checkpoints.before_execution(engine, run, carried, events)
+    if verdict is False:
+        return False
+    if isinstance(verdict, dict):
+        start_state = verdict  # a person edited the input
+    carried = {k: run.state[k] for k in hitl.CARRIED_KEYS if k in (run.state or {})}
+    names = children.child_names(engine, run)
+    static = plans.build_static_plan(run.definition, names)
+    run.state = {**start_state, **carried}
+    run.status = "RUNNING"
+    run.cursor = 0
+    events.add("run.status", status="RUNNING")
+    planned = plan_pass(engine, run, static, names, events, feedback="")
+    if isinstance(planned, OverBudget):
+        endings.limit_reached(engine, run, planned.limit)
+        return False
+    if planned is None:
+        return False
+    plan = checkpoints.after_planning(engine, run, planned, static, events)
+    if plan is None:
+        return False
+    run.plan = plan
+    events.add("plan.ready", steps=[s["name"] for s in run.plan])
+    # Written with the next write of this run: replaying a start is deterministic.
+    engine._later(run, [], events)
+    return True
+
+
+def runtime_problem(run: RunView) -> Failed | None:
+    """Runtime validation at the first entry (seed 000 §9.2): an ACTIVE entity, a valid
+    input, an implementation for every tool."""
+    if run.entity_status != "ACTIVE":
+        return Failed(
+            NOT_ACTIVE,
+            f"{run.definition['identity']['name']} is {run.entity_status}; only ACTIVE "
+            "entities run",
+        )
+    problems = input_problems(run.definition, run.input)
+    if problems:
+        return Failed(INVALID_INPUT, "; ".join(problems))
+    missing = [
+        tool["tool_id"]
+        for tool in run.definition["capabilities"]["tools"]
+        if not tool.get("implementation")
+    ]
+    if missing:
+        return Failed(
+            VALIDATION_ERROR, "tools without an implementation cannot run: " + ", ".join(missing)
+        )
+    return None
+
+
+def plan_pass(
+    engine: Engine,
+    run: RunView,
+    static: list[dict[str, Any]],
+    names: dict[str, str],
+    events: Events,
+    *,
+    feedback: str,
+) -> list[dict[str, Any]] | OverBudget | None:
+    """The plan of this pass: the static plan, or the model's plan reconciled with it.
+    A rejected dynamic plan or a failed planning call ends the run; None then. OverBudget:
+    no room for the planning call (the caller ends the run or blocks it)."""
+    if not run.definition["planning"]["dynamic_planning"].get("enabled"):
+        return static
+    record = StepRecord(
+        f"plan#{run.attempt}" if feedback else "plan",
+        0,
+        "Plan",
+        "PLAN",
+        "COMPLETED",
+        run.iteration,
+    )
+    request = planning.planning_request(
+        run.definition,
+        child_names=names,
+        static=static,
+        run_input=run.input,
+        request_factory=lambda **kw: thoughts.model_request(engine, run, **kw),
+        context={"state": run.state} if feedback else None,
+        feedback=feedback,
+    )
+    reply = thoughts.call_model(engine, run, record, request)
+    if isinstance(reply, OverBudget):
+        return reply
+    if isinstance(reply, Failed):
+        record.status, record.error_code = "FAILED", reply.code
+        record.error_message = reply.message
+        endings.fail(engine, run, reply.code, f"planning: {reply.message}", events, [record])
+        return None
+    proposed = planning.parse_dynamic_plan(reply, run.definition, names)
+    if isinstance(proposed, planning.PlanRejected):
+        record.status, record.error_code = "FAILED", VALIDATION_ERROR
+        record.error_message = proposed.message
+        endings.fail(engine, run, VALIDATION_ERROR, proposed.message, events, [record])
+        return None
+    plan, notes = planning.reconcile_for(run.definition, static, proposed)
+    record.output = {"proposed": [s["name"] for s in proposed], "notes": notes}
+    events.add("plan.reconciled", notes=notes, steps=[s["name"] for s in plan])
+    engine._later(run, [record], Events())
+    return plan
+
+
+def replan(engine: Engine, run: RunView, feedback: str, events: Events) -> bool | OverBudget:
+    """Plan again with the feedback and start a new pass; False when planning ended the
+    run, OverBudget when there was no room for the planning call."""
+    names = children.child_names(engine, run)
+    static = plans.build_static_plan(run.definition, names)
+    run.attempt += 1
+    plan = plan_pass(engine, run, static, names, Events(), feedback=feedback)
+    if plan is None or isinstance(plan, OverBudget):
+        return plan or False
+    run.plan = plan
+    run.state = {**run.state, "review_feedback": feedback}
+    events.add("plan.replanned", reason=feedback)
+    endings.next_pass(engine, run, events)
+    return True
+
+
+def takes_alternative_path(run: RunView) -> bool:
+    definition = run.definition
+    return definition["logic_gate"]["review_mechanism"].get(
+        "on_failure"
+    ) == "ALTERNATIVE_PATH" and bool(definition["planning"]["dynamic_planning"].get("enabled"))

@@ -1,0 +1,108 @@
+"""A run as the engine sees it: the run, its step records, its events, its children."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from runs.engine.definition import Definition
+
+TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
+HISTORY_KEY = "_iterations"  # the outputs of earlier passes, for loop control
+REVIEW_RETRIES_KEY = "_review_retries"
+
+
+@dataclass
+class StepRecord:
+    key: str
+    position: int
+    name: str
+    type: str
+    status: str
+    iteration: int
+    attempt: int = 1
+    input: Any = None
+    output: Any = None
+    error_code: str = ""
+    error_message: str = ""
+    started_at: Any = None
+
+
+@dataclass
+class Events:
+    items: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # kind, JSON payload
+
+    def add(self, kind: str, **payload: Any) -> None:
+        self.items.append((kind, payload))
+
+
+@dataclass
+class RunView:
+    """The engine's working copy of a run; the store loads and saves it."""
+
+    id: str
+    trace_id: str
+    workspace_id: int
+    definition: Definition
+    status: str
+    input: dict[str, Any]
+    state: dict[str, Any]
+    plan: list[dict[str, Any]] | None
+    cursor: int
+    iteration: int
+    depth: int
+    parent_id: str | None
+    entity_status: str = "ACTIVE"
+    attempt: int = 1  # of the step at the cursor
+    depth_limit: int = 5
+    lineage: list[str] = field(default_factory=list)  # ancestor run ids, root first
+    parent_step_key: str = ""
+    spawn_group: str = ""
+    began_at: Any = None
+    started: bool = False
+    resumed: bool = False  # the last worker died mid-advance
+    created_by_id: Any = None
+    entity_id: str = ""
+    released: bool = False  # the store already let go of the lease
+    pending_steps: list[StepRecord] = field(default_factory=list)
+    pending_events: Events = field(default_factory=lambda: Events())
+    output: dict[str, Any] | None = None
+    error_code: str = ""
+    error_message: str = ""
+    cancel_requested: bool = False
+    cancel_fresh: bool = False  # the store read the cancel flag since the last step began
+    deadline: Any = None  # timeout_ms from the start, or an ancestor's earlier deadline
+    budget_anchor: str | None = None  # the nearest run (this one or above) with a budget
+    limited: bool = False  # a call limit applies to this run or an ancestor
+
+    def planned(self) -> list[dict[str, Any]]:
+        """The run's plan, once it has one (the engine plans before it runs a step)."""
+        if self.plan is None:
+            raise ValueError(f"run {self.id} has no plan yet")
+        return self.plan
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    run_id: str
+    step_key: str
+    status: str
+    output: Any
+    error_code: str
+    error_message: str
+    entity_name: str
+
+
+@dataclass(frozen=True)
+class ChildRequest:
+    step_key: str
+    group_index: int
+    entity_ref: str
+    input: dict[str, Any]
+    state: dict[str, Any] | None = None  # what the child inherits (constraints a person locked)
+
+
+def child_step_key(step_key: str, iteration: int, attempt: int) -> str:
+    """How a child run names the parent's step that started it: a retried group (a person
+    approved another attempt after a failure) starts new children under a new name."""
+    return f"{step_key}#{iteration}" if attempt <= 1 else f"{step_key}#{iteration}.{attempt}"

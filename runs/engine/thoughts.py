@@ -1,0 +1,293 @@
+"""THOUGHT steps and every model call: the request, the recording a replay reuses, what the
+logs keep (pii_handling, audit_level), the content filters on the output."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from runs.engine import loop
+from runs.engine import plan as plans
+from runs.engine.limits import NOTHING
+from runs.engine.outcomes import Completed, Failed, OverBudget
+from runs.engine.ports import (
+    PII_ALLOW,
+    PII_ENCRYPT,
+    PII_REDACT,
+    VALIDATION_ERROR,
+    ModelError,
+    ModelReply,
+    ModelRequest,
+    ScreeningError,
+)
+from runs.engine.prompts import compose
+from runs.engine.state import (
+    HISTORY_KEY,
+    RunView,
+    StepRecord,
+)
+
+if TYPE_CHECKING:
+    from runs.engine.core import Engine
+
+
+def model_request(engine: Engine, run: RunView, **kwargs: Any) -> ModelRequest:
+    config = run.definition["logic_gate"]["reasoning_config"]
+    return ModelRequest(
+        provider=config["model_provider"],
+        model=config["model_name"],
+        temperature=config["temperature"],
+        top_p=config["top_p"],
+        max_tokens=config["max_tokens"],
+        reasoning_mode=config["reasoning_mode"],
+        **kwargs,
+    )
+
+
+def call_model(
+    engine: Engine, run: RunView, record: StepRecord, request: ModelRequest, index: int = 0
+) -> ModelReply | Failed | OverBudget:
+    """A step's model call: the reply, or why there is none (the model failed, or a limit
+    has no room for the call)."""
+    try:
+        return recorded_call(engine, run, record, request, index)
+    except ModelError as exc:  # the model port's failure becomes the step's
+        return Failed(exc.code, str(exc), retryable=exc.retryable)
+
+
+def recorded_call(
+    engine: Engine, run: RunView, record: StepRecord, request: ModelRequest, index: int
+) -> ModelReply | OverBudget:
+    """A model call, recorded the moment it returns; a replay reuses the recording.
+    OverBudget when a call limit or the budget has no room for it (nothing is called)."""
+    key = f"{run.id}:{record.key}:{record.iteration}:{record.attempt}:{index}"
+    recorded = engine.store.recorded_reply(run, key)
+    if recorded is not None:
+        return revealed(engine, recorded)
+    reserved = None
+    if run.limited or run.budget_anchor is not None:
+        estimate = cost_estimate(engine, request) if run.budget_anchor is not None else NOTHING
+        refusal = engine.store.reserve_call(run, llm_calls=1, estimate=estimate)
+        if refusal is not None:
+            return OverBudget(refusal)
+        reserved = estimate
+    try:
+        reply = engine.model.complete(request)
+    except ModelError:
+        if reserved:
+            engine.store.unreserve_call(run, reserved)
+        raise
+    kept_request, kept_reply = for_the_log(engine, run, request, reply)
+    engine.store.record_model_call(run, record, key, kept_request, kept_reply, reserved=reserved)
+    return reply
+
+
+def pii_mode(engine: Engine, run: RunView) -> str:
+    mode = run.definition["governance"]["human_oversight"].get("pii_handling", PII_REDACT)
+    return PII_REDACT if mode == PII_ENCRYPT and engine.cipher is None else mode
+
+
+def protect(engine: Engine, run: RunView, value: Any) -> Any:
+    mode = pii_mode(engine, run)
+    if mode == PII_ALLOW or value is None:
+        return value
+    encrypt = engine.cipher.encrypt if mode == PII_ENCRYPT and engine.cipher else None
+    return engine.screening.pii_protect(value, mode, encrypt)
+
+
+def revealed(engine: Engine, reply: ModelReply) -> ModelReply:
+    """A recorded reply as the engine needs it again: encrypted personal data decrypted
+    (redacted data stays redacted: a replay continues with what the log kept)."""
+    if engine.cipher is None:
+        return reply
+    decrypt = engine.cipher.decrypt
+
+    def reveal(value: Any) -> Any:
+        return None if value is None else engine.screening.pii_reveal(value, decrypt)
+
+    return replace(
+        reply,
+        content=reveal(reply.content),
+        parsed=reveal(reply.parsed),
+        tool_arguments=reveal(reply.tool_arguments),
+    )
+
+
+def for_the_log(
+    engine: Engine, run: RunView, request: ModelRequest, reply: ModelReply
+) -> tuple[ModelRequest, ModelReply]:
+    """The call as its log row keeps it: the prompt only when the entity logs thoughts
+    (log_thoughts, and an audit_level above MINIMAL), personal data in prompt and answer
+    as pii_handling says (ALLOW, REDACT, ENCRYPT)."""
+    oversight = run.definition["governance"]["human_oversight"]
+    logging = run.definition["observability"]["logging"]
+    if not logging.get("log_thoughts", True) or oversight.get("audit_level") == "MINIMAL":
+        request = replace(request, messages=({"role": "system", "content": NOT_LOGGED},))
+    if pii_mode(engine, run) == "ALLOW":
+        return request, reply
+    # One pass over the four values: each is scanned as it would be on its own.
+    messages, content, parsed, tool_arguments = protect(
+        engine, run, (list(request.messages), reply.content, reply.parsed, reply.tool_arguments)
+    )
+    request = replace(request, messages=tuple(messages))
+    reply = replace(reply, content=content, parsed=parsed, tool_arguments=tool_arguments)
+    return request, reply
+
+
+def cost_estimate(engine: Engine, request: ModelRequest) -> Decimal:
+    """The most a call can cost, to set aside before it is made (0 when unknown)."""
+    estimate = getattr(engine.model, "estimate_cost", None)
+    return estimate(request) if estimate is not None else NOTHING
+
+
+def prompt_messages(engine: Engine, run: RunView, instruction: str) -> tuple[dict[str, Any], ...]:
+    """The prompt of a THOUGHT or tool-arguments call under the entity's context
+    engineering, memory and iteration context."""
+    definition = run.definition
+    model_name = definition["logic_gate"]["reasoning_config"]["model_name"]
+    loop_control = definition["planning"]["loop_control"]
+    history = run.state.get(HISTORY_KEY) or []
+    iterations = (
+        loop.iteration_context(history, loop_control["iteration_context_mode"]) if history else None
+    )
+    if not hasattr(run, "_memory"):
+        run._memory = engine.store.memory_read(run)  # type: ignore[attr-defined]
+    messages, dropped = compose(
+        definition,
+        instruction=instruction,
+        run_input=run.input,
+        state=run.state,
+        plan=run.plan,
+        memory=run._memory,  # type: ignore[attr-defined]
+        iterations=iterations,
+        count_tokens=lambda text: engine.model.count_tokens(model_name, text),
+        artifact_store=engine.store.artifacts(run),
+    )
+    if dropped:
+        run.pending_events.add("context.trimmed", dropped=dropped)
+    return messages
+
+
+def thought_step(
+    engine: Engine, run: RunView, step: dict[str, Any], record: StepRecord
+) -> Completed | Failed | OverBudget:
+    """A THOUGHT step: one model call under the entity's prompt, its answer screened."""
+    output_schema = run.definition["io_contract"]["output"]["schema"]
+    data = engine._data(run)
+    template = step.get("prompt_template") or (
+        "Answer with the output this entity promises, as JSON."
+        if output_schema.get("properties")
+        else "Answer the request."
+    )
+    instruction = plans.render_template(template, data)
+    schema = output_schema if output_schema.get("properties") else None
+    request = model_request(
+        engine,
+        run,
+        messages=prompt_messages(engine, run, instruction),
+        response_schema=schema,
+        purpose="THOUGHT",
+    )
+    record.input = {"prompt": instruction}
+    reply = call_model(engine, run, record, request)
+    if isinstance(reply, Failed | OverBudget):
+        return reply
+    if schema is not None and not isinstance(reply.parsed, dict):
+        return Failed("LLM_ERROR", "the model did not answer the JSON asked for")
+    output = reply.parsed if schema is not None else {"text": reply.content}
+    screened = screened_output(engine, run, step, record, output)
+    return screened if isinstance(screened, Failed | OverBudget) else Completed(screened)
+
+
+def screened_output(
+    engine: Engine, run: RunView, step: dict[str, Any], record: StepRecord, output: dict[str, Any]
+) -> dict[str, Any] | Failed | OverBudget:
+    """The model's output through the entity's content filters (seed 000 §3.7.4): what
+    they flag is redacted, or fails the step, as `on_flagged_output` says, and the
+    trace says which filters flagged what kind (never the flagged text)."""
+    rails = run.definition["governance"]["safety_rails"]
+    filters = set(rails.get("content_filters") or [])
+    if not filters:
+        return output
+    kinds: list[str] = []
+    screened = output
+    local = filters - {"BIAS"}
+    if local:
+        strings = _strings(output)
+        for findings in engine.screening.scan_many(strings, local):
+            kinds += [f"{finding.filter}:{finding.kind}" for finding in findings]
+        if kinds:
+            screened = engine.screening.redact_value(output, local)
+    if "BIAS" in filters:
+        config = run.definition["logic_gate"]["reasoning_config"]
+        text = "\n".join(_strings(output))
+        judge = engine.screening.bias_judge_request(
+            text, provider=config["model_provider"], model=config["model_name"]
+        )
+        reply = call_model(engine, run, record, judge, 1)
+        if isinstance(reply, Failed | OverBudget):
+            return reply
+        try:
+            verdict = engine.screening.bias_verdict(reply, text=text)
+        except ScreeningError as exc:
+            return Failed("LLM_ERROR", f"the bias judge failed: {exc}")
+        if verdict is not None:
+            kinds.append("BIAS:BIAS")
+            screened = _replace_strings(screened, "[REDACTED:BIAS]")
+    if not kinds:
+        return output
+    kinds = sorted(set(kinds))
+    action = rails.get("on_flagged_output", "REDACT")
+    run.pending_events.add("safety.flagged", step=step["name"], kinds=kinds, action=action)
+    if action == "FAIL":
+        return Failed(
+            VALIDATION_ERROR,
+            "the content filters flagged the model's output: " + ", ".join(kinds),
+        )
+    return screened
+
+
+NOT_LOGGED = "[not logged: this entity's audit settings leave it out]"
+
+
+class RecordingModel:
+    """A ModelClient for the pure modules (review, planning) whose every call is recorded
+    under one step record, and reused on replay."""
+
+    def __init__(self, engine: Engine, run: RunView, record: StepRecord):
+        self.engine, self.run, self.record, self.index = engine, run, record, 0
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        """The recorded call. The review module speaks the ModelClient port, which answers
+        a reply or raises: no room for the call is raised as the LimitReached it carries,
+        and `advance` turns it back into the run's OverBudget ending."""
+        index, self.index = self.index, self.index + 1
+        reply = recorded_call(self.engine, self.run, self.record, request, index)
+        if isinstance(reply, OverBudget):
+            raise reply.limit
+        return reply
+
+    def count_tokens(self, model: str, text: str) -> int:
+        return self.engine.model.count_tokens(model, text)
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a JSON value, depth first."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
+
+
+def _replace_strings(value: Any, replacement: str) -> Any:
+    if isinstance(value, str):
+        return replacement
+    if isinstance(value, dict):
+        return {key: _replace_strings(item, replacement) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_replace_strings(item, replacement) for item in value]
+    return value

@@ -1,0 +1,196 @@
+"""TOOL_CALL steps: the arguments, the safety rails before the call, the call recorded with
+its idempotency key."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from runs.engine import checkpoints, hitl, thoughts
+from runs.engine import plan as plans
+from runs.engine.limits import NOTHING
+from runs.engine.outcomes import Completed, Failed, NeedsApproval, OverBudget
+from runs.engine.ports import (
+    PERMISSION_DENIED,
+    VALIDATION_ERROR,
+    ToolError,
+    ToolInvocation,
+)
+from runs.engine.state import (
+    RunView,
+    StepRecord,
+)
+from runs.engine.thoughts import NOT_LOGGED
+
+if TYPE_CHECKING:
+    from runs.engine.core import Engine
+
+
+def tool_step(
+    engine: Engine, run: RunView, step: dict[str, Any], record: StepRecord
+) -> Completed | Failed | OverBudget | NeedsApproval:
+    """A TOOL_CALL step: its arguments (mapped, or asked of the model), a person's approval
+    where one is needed, the safety rails, then the call (or its recorded result)."""
+    tools = {t["tool_id"]: t for t in run.definition["capabilities"]["tools"]}
+    tool = tools.get(step["tool_id"])
+    if tool is None or "function_schema" not in tool:
+        return Failed(VALIDATION_ERROR, f"tool {step['tool_id']!r} is not available")
+    data = engine._data(run)
+    arguments = tool_arguments(engine, run, step, tool, record, data)
+    if not isinstance(arguments, dict):
+        return arguments
+    record.input = arguments
+    approved = checkpoints.tool_approval(engine, run, step, tool, arguments, record)
+    if not isinstance(approved, dict):
+        return approved
+    record.input = approved
+    refused = check_tool_call(engine, run, tool, approved, data)
+    if refused is not None:
+        return refused
+    return invoke_tool(engine, run, tool, approved, record)
+
+
+def tool_arguments(
+    engine: Engine,
+    run: RunView,
+    step: dict[str, Any],
+    tool: dict[str, Any],
+    record: StepRecord,
+    data: dict[str, Any],
+) -> dict[str, Any] | Failed | OverBudget:
+    """The call's arguments: the step's input mapping, else the model's choice."""
+    function = tool["function_schema"]
+    parameters = function.get("parameters") or {"type": "object", "properties": {}}
+    if step.get("input_mapping"):
+        return plans.map_input(step["input_mapping"], parameters, data)
+    name = function.get("name") or tool["tool_id"]
+    request = thoughts.model_request(
+        engine,
+        run,
+        messages=thoughts.prompt_messages(
+            engine,
+            run,
+            f"Call the tool {name} with the right arguments for this step: {step['name']}.",
+        ),
+        tools=(
+            {
+                "name": name,
+                "description": function.get("description", ""),
+                "parameters": parameters,
+            },
+        ),
+        tool_choice=name,
+        purpose="TOOL_ARGUMENTS",
+    )
+    reply = thoughts.call_model(engine, run, record, request)
+    if isinstance(reply, Failed | OverBudget):
+        return reply
+    return reply.tool_arguments or {}
+
+
+def invoke_tool(
+    engine: Engine,
+    run: RunView,
+    tool: dict[str, Any],
+    arguments: dict[str, Any],
+    record: StepRecord,
+) -> Completed | Failed | OverBudget:
+    """The tool call with its idempotency key, recorded the moment it returns; a replay
+    reuses the recorded result."""
+    key = f"{run.id}:{record.key}:{record.iteration}:{record.attempt}"
+    invocation = ToolInvocation(
+        tool=tool,
+        arguments=arguments,
+        idempotency_key=key,
+        workspace_id=run.workspace_id,
+        run_id=run.id,
+        sandbox=bool(tool.get("sandbox_mode")),
+        caller_id=run.created_by_id,
+        approved_by=getattr(record, "approved_by", None),
+    )
+    recorded = engine.store.recorded_tool_result(run, key)
+    if recorded is not None:
+        if engine.cipher is None:
+            return Completed(recorded.output)
+        return Completed(engine.screening.pii_reveal(recorded.output, engine.cipher.decrypt))
+    reserved = None
+    if run.limited:  # a tool call costs nothing to a budget, but may hit a call limit
+        refusal = engine.store.reserve_call(run, tool_calls=1, estimate=NOTHING)
+        if refusal is not None:
+            return OverBudget(refusal)
+        reserved = NOTHING
+    logged = tool_for_the_log(engine, run, invocation)
+    try:
+        result = engine.tools.invoke(invocation)
+    except ToolError as exc:  # the tool port's failure becomes the step's
+        engine.store.record_tool_call(
+            run, record, logged, None, thoughts.protect(engine, run, str(exc)), reserved=reserved
+        )
+        return Failed(
+            exc.code,
+            str(exc),
+            retryable=not exc.permanent,
+            retry_after_s=getattr(exc, "retry_after_s", None),
+        )
+    kept = replace(result, output=thoughts.protect(engine, run, result.output))
+    engine.store.record_tool_call(run, record, logged, kept, reserved=reserved)
+    return Completed(result.output)
+
+
+def tool_for_the_log(engine: Engine, run: RunView, invocation: ToolInvocation) -> ToolInvocation:
+    """The call's arguments as its log row keeps them: none when the entity does not log
+    tool calls (log_tool_calls, audit_level MINIMAL), else as pii_handling says. The
+    result is always kept (a replay returns it instead of calling again)."""
+    oversight = run.definition["governance"]["human_oversight"]
+    logging = run.definition["observability"]["logging"]
+    if not logging.get("log_tool_calls", True) or oversight.get("audit_level") == "MINIMAL":
+        return replace(invocation, arguments={"_": NOT_LOGGED})
+    return replace(invocation, arguments=thoughts.protect(engine, run, invocation.arguments))
+
+
+def check_tool_call(
+    engine: Engine,
+    run: RunView,
+    tool: dict[str, Any],
+    arguments: dict[str, Any],
+    data: dict[str, Any],
+) -> Failed | None:
+    """The entity's safety rails before a tool call (seed 000 §3.7.4): an action
+    restriction on the tool, and every behavioral constraint that carries a JSONLogic
+    rule, evaluated against the state plus `tool` ({tool_id, arguments}): false forbids."""
+    tool_id = tool["tool_id"]
+    name = run.definition["identity"]["name"]
+    rails = run.definition["governance"]["safety_rails"]
+    for restriction in rails.get("action_restrictions") or []:
+        if restriction["restricted_action"] not in (tool_id, f"tool:{tool_id}"):
+            continue
+        if restriction.get("blocked_entirely"):
+            return Failed(
+                PERMISSION_DENIED,
+                f"{name} may not call the tool {tool_id}: action_restrictions block it",
+            )
+        # requires_approval: a person approved this call before (_tool_approval).
+    locked = run.state.get(hitl.LOCKED_KEY) or []
+    constraints = run.definition["identity"]["persona"].get("behavioral_constraints") or []
+    ruled = [
+        c
+        for c in constraints
+        if isinstance(c, dict) and c.get("rule") is not None and c not in locked
+    ]
+    if not ruled and not locked:
+        return None
+    facts = {**data, "tool": {"tool_id": tool_id, "arguments": arguments}}
+    refused = hitl.forbidden_by_lock(run.state, tool_id, facts) if locked else None
+    if refused is not None:
+        return Failed(
+            PERMISSION_DENIED,
+            f"a constraint a person locked forbids calling {tool_id}: {refused}",
+        )
+    for constraint in ruled:
+        if not plans.holds(constraint["rule"], facts):
+            return Failed(
+                VALIDATION_ERROR,
+                f"the behavioral constraint {constraint['constraint']!r} forbids calling "
+                f"{tool_id} with these arguments",
+            )
+    return None
