@@ -44,6 +44,7 @@ def reconnect():
 
     def reconnect(**changes: object) -> None:
         connection.close()
+        connection.close_pool()  # the pool's connections were made with the old options
         options.clear()
         options.update(saved)
         for key, value in changes.items():
@@ -55,6 +56,7 @@ def reconnect():
 
     yield reconnect
     connection.close()
+    connection.close_pool()
     options.clear()
     options.update(saved)
 
