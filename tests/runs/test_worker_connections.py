@@ -66,15 +66,14 @@ def test_after_a_step_the_connection_goes_back_to_the_pool_and_the_next_step_reu
     one_inline_thread,
 ):
     pool = connection.pool
-    opened = pool.get_stats()["connections_num"]
     used = set()
     for _ in range(5):
         backend_pid, kept = in_a_worker_thread(opened_and_released)
         assert not kept, "a pooled connection stayed with the thread after its step"
         used.add(backend_pid)
-    assert pool.get_stats()["connections_num"] - opened <= pool.max_size
-    # Five steps opened at most what the pool holds, each served by one of its connections.
-    assert len(used) <= pool.max_size
+    # One step after another, each took a connection the pool already held (it hands its idle
+    # ones out in turn): five steps on five new connections would be no pool at all.
+    assert len(used) <= max(pool.min_size, 1), used
 
 
 @pooled
