@@ -34,9 +34,25 @@ STUCK_GRACE = 0.5  # of the run's timeout, past its deadline
 def evaluate_alerts(now: Any = None) -> int:
     """Look at the runs and raise what needs raising; answers how many alerts are new."""
     now = now or timezone.now()
-    raised = 0
     runs = Run.objects.select_related("entity")
+    hour = now - timedelta(hours=1)
+    recent = Run.objects.filter(completed_at__gte=hour, status__in=TERMINAL)
+    raised = (
+        _cost_threshold_alerts(runs)
+        + _budget_exhausted_alerts(runs)
+        + _stuck_run_alerts(runs, now)
+        + _cost_spike_alerts(recent)
+    )
+    bucket = now.strftime("%Y-%m-%dT%H")
+    for workspace in Workspace.objects.filter(runs__completed_at__gte=hour).distinct():
+        ended = recent.filter(workspace=workspace, parent__isnull=True)
+        raised += _failure_spike_alert(workspace.pk, ended, bucket)
+        raised += _latency_spike_alert(workspace.pk, ended, bucket, now=now, hour=hour)
+    return raised
 
+
+def _cost_threshold_alerts(runs: Any) -> int:
+    raised = 0
     for run in runs.filter(cost_alert_usd__isnull=False, total_cost_usd__gte=F("cost_alert_usd")):
         raised += _raised(
             run.workspace_id,
@@ -47,6 +63,11 @@ def evaluate_alerts(now: Any = None) -> int:
             entity_id=run.entity_id,
             run_id=run.pk,
         )
+    return raised
+
+
+def _budget_exhausted_alerts(runs: Any) -> int:
+    raised = 0
     for run in runs.filter(status=RunStatus.BLOCKED, error_code="BUDGET_EXHAUSTED"):
         raised += _raised(
             run.workspace_id,
@@ -57,8 +78,13 @@ def evaluate_alerts(now: Any = None) -> int:
             entity_id=run.entity_id,
             run_id=run.pk,
         )
+    return raised
+
+
+def _stuck_run_alerts(runs: Any, now: Any) -> int:
     # A trace that waits on a person is not stuck: that time does not count (the decision
     # moves its deadlines).
+    raised = 0
     going = runs.filter(status__in=ACTIVE, deadline_at__isnull=False, started_at__isnull=False)
     for run in going.exclude(trace_id__in=approval_desk().open_traces()):
         timeout = run.deadline_at - run.started_at
@@ -73,9 +99,11 @@ def evaluate_alerts(now: Any = None) -> int:
                 entity_id=run.entity_id,
                 run_id=run.pk,
             )
+    return raised
 
-    hour = now - timedelta(hours=1)
-    recent = Run.objects.filter(completed_at__gte=hour, status__in=TERMINAL)
+
+def _cost_spike_alerts(recent: Any) -> int:
+    raised = 0
     for run in recent.filter(status=RunStatus.COMPLETED).select_related("entity"):
         usual = (
             Run.objects.filter(entity_id=run.entity_id, status=RunStatus.COMPLETED)
@@ -97,43 +125,48 @@ def evaluate_alerts(now: Any = None) -> int:
                 entity_id=run.entity_id,
                 run_id=run.pk,
             )
-
-    bucket = now.strftime("%Y-%m-%dT%H")
-    for workspace in Workspace.objects.filter(runs__completed_at__gte=hour).distinct():
-        ended = recent.filter(workspace=workspace, parent__isnull=True)
-        counts = ended.aggregate(
-            total=Count("pk"), ok=Count("pk", filter=Q(status=RunStatus.COMPLETED))
-        )
-        if counts["total"] >= MIN_SAMPLES:
-            rate = Decimal(counts["ok"]) / counts["total"]
-            if rate < FAILURE_RATE_FLOOR:
-                raised += _raised(
-                    workspace.pk,
-                    AlertKind.FAILURE_SPIKE,
-                    f"failure_spike:{bucket}",
-                    f"only {rate:.0%} of the {counts['total']} runs that ended in the last hour "
-                    "succeeded (under 80 %)",
-                    severity=AlertSeverity.CRITICAL,
-                )
-        latest = _p95(ended.filter(execution_time_ms__isnull=False))
-        usual = _p95(
-            Run.objects.filter(
-                workspace=workspace,
-                parent__isnull=True,
-                completed_at__gte=now - timedelta(days=7),
-                completed_at__lt=hour,
-                execution_time_ms__isnull=False,
-            )
-        )
-        if latest is not None and usual and latest > SPIKE_FACTOR * usual:
-            raised += _raised(
-                workspace.pk,
-                AlertKind.LATENCY_SPIKE,
-                f"latency_spike:{bucket}",
-                f"the last hour's 95th percentile run time, {latest} ms, is more than "
-                f"{SPIKE_FACTOR}x the week's ({usual} ms)",
-            )
     return raised
+
+
+def _failure_spike_alert(workspace_id: int, ended: Any, bucket: str) -> int:
+    counts = ended.aggregate(
+        total=Count("pk"), ok=Count("pk", filter=Q(status=RunStatus.COMPLETED))
+    )
+    if counts["total"] < MIN_SAMPLES:
+        return 0
+    rate = Decimal(counts["ok"]) / counts["total"]
+    if rate >= FAILURE_RATE_FLOOR:
+        return 0
+    return _raised(
+        workspace_id,
+        AlertKind.FAILURE_SPIKE,
+        f"failure_spike:{bucket}",
+        f"only {rate:.0%} of the {counts['total']} runs that ended in the last hour "
+        "succeeded (under 80 %)",
+        severity=AlertSeverity.CRITICAL,
+    )
+
+
+def _latency_spike_alert(workspace_id: int, ended: Any, bucket: str, *, now: Any, hour: Any) -> int:
+    latest = _p95(ended.filter(execution_time_ms__isnull=False))
+    usual = _p95(
+        Run.objects.filter(
+            workspace_id=workspace_id,
+            parent__isnull=True,
+            completed_at__gte=now - timedelta(days=7),
+            completed_at__lt=hour,
+            execution_time_ms__isnull=False,
+        )
+    )
+    if latest is None or not usual or latest <= SPIKE_FACTOR * usual:
+        return 0
+    return _raised(
+        workspace_id,
+        AlertKind.LATENCY_SPIKE,
+        f"latency_spike:{bucket}",
+        f"the last hour's 95th percentile run time, {latest} ms, is more than "
+        f"{SPIKE_FACTOR}x the week's ({usual} ms)",
+    )
 
 
 def _p95(runs: Any) -> int | None:

@@ -100,26 +100,8 @@ def trace_tree(run: Run) -> dict:
             "entity__type",
         )
     )
-    # Only the columns the tree shows: a call's prompt, answer and arguments stay unread (a
-    # 1,000-node trace has megabytes of them).
-    tools: dict[Any, list] = defaultdict(list)
-    tool_rows = (
-        ToolCall.objects.filter(run__trace_id=run.trace_id)
-        .order_by("timestamp")
-        .values_list("run_id", "tool_id", "latency_ms", "success")
-    )
-    for run_id, tool_id, latency_ms, success in tool_rows:
-        tools[run_id].append({"tool_id": tool_id, "latency_ms": latency_ms, "success": success})
-    models: dict[Any, list] = defaultdict(list)
-    model_rows = (
-        LLMCall.objects.filter(run__trace_id=run.trace_id)
-        .order_by("timestamp")
-        .values_list("run_id", "model_name", "total_tokens", "latency_ms", "purpose")
-    )
-    for run_id, model, tokens, latency_ms, purpose in model_rows:
-        models[run_id].append(
-            {"model": model, "tokens": tokens, "latency_ms": latency_ms, "purpose": purpose}
-        )
+    tools = _trace_tool_calls(run.trace_id)
+    models = _trace_model_calls(run.trace_id)
     nodes: dict[Any, dict] = {}
     children: dict[Any, list[dict]] = defaultdict(list)
     for pk, parent_id, status, started, completed, code, cost, tokens, name, kind in rows:
@@ -142,3 +124,35 @@ def trace_tree(run: Run) -> dict:
         nodes[pk] = tree
         children[parent_id].append(tree)
     return {"run_id": str(run.pk), "trace_tree": nodes[run.pk]}
+
+
+# Only the columns the tree shows: a call's prompt, answer and arguments stay unread (a
+# 1,000-node trace has megabytes of them).
+
+
+def _trace_tool_calls(trace_id: Any) -> dict[Any, list]:
+    """The trace's tool calls in order, by run id."""
+    tools: dict[Any, list] = defaultdict(list)
+    tool_rows = (
+        ToolCall.objects.filter(run__trace_id=trace_id)
+        .order_by("timestamp")
+        .values_list("run_id", "tool_id", "latency_ms", "success")
+    )
+    for run_id, tool_id, latency_ms, success in tool_rows:
+        tools[run_id].append({"tool_id": tool_id, "latency_ms": latency_ms, "success": success})
+    return tools
+
+
+def _trace_model_calls(trace_id: Any) -> dict[Any, list]:
+    """The trace's model calls in order, by run id."""
+    models: dict[Any, list] = defaultdict(list)
+    model_rows = (
+        LLMCall.objects.filter(run__trace_id=trace_id)
+        .order_by("timestamp")
+        .values_list("run_id", "model_name", "total_tokens", "latency_ms", "purpose")
+    )
+    for run_id, model, tokens, latency_ms, purpose in model_rows:
+        models[run_id].append(
+            {"model": model, "tokens": tokens, "latency_ms": latency_ms, "purpose": purpose}
+        )
+    return models

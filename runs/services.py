@@ -60,53 +60,23 @@ def run_start(
 
     Input problems, an entity that is not ACTIVE and the like end the run FAILED with an error
     code at its first step, so they are recorded like any other failure."""
-    if user is not None and not has_perm(user, OPERATE, entity.workspace):
-        raise RunRefused(
-            "PERMISSION_DENIED",
-            f"{getattr(user, 'username', 'this user')} may not start runs in "
-            f"{entity.workspace.name}; the operator role is needed",
-        )
+    _refuse_unless_operator(user, entity.workspace, "start runs")
     version = latest_version(entity)
     if version is None:
         raise RunRefused("NOT_FOUND", f"{entity.name} has no saved version")
     definition = pinned_definition(version.pk, entity.pk)
-    limit = definition["governance"]["execution_limits"]["max_recursion_depth"]
     with transaction.atomic():
-        left = None
-        lifetime = lifetime_limit(definition)
-        if lifetime is not None:  # under the entity's row lock until commit
-            left = lifetime_left(entity.pk, lifetime)
-            if left <= 0:
-                raise RunRefused(
-                    "LIMIT_EXCEEDED",
-                    f"{entity.name} has used its cumulative_cost_usd of ${lifetime.normalize()} "
-                    "(what its runs cost, and hold while they run)",
-                )
+        left = _lifetime_left(entity, definition)
         limits = run_limits(definition, "", None, left)
         _within_quotas(entity.workspace_id, user, limits["budget_usd"])
-        # Personal data in the input and context is stored as pii_handling says.
-        input_data = run_data_sealed(definition, input_data)
-        run = Run(
-            workspace_id=entity.workspace_id,
+        run = _root_run_created(
             entity=entity,
-            entity_version=version,
-            input_data=input_data if isinstance(input_data, dict) else {"_": input_data},
-            context=run_data_sealed(definition, context or {}),
-            depth_limit=limit,
-            created_by=user if getattr(user, "is_authenticated", False) else None,
-        )
-        for name, value in run_limits(definition, str(run.id), None, left).items():
-            setattr(run, name, value)
-        run.trace_id = run.id
-        run.save()
-        TraceSequence.objects.create(trace_id=run.trace_id)
-        if not isinstance(input_data, dict):
-            Run.objects.filter(pk=run.pk).update(input_data=input_data)
-            run.input_data = input_data
-        append_events(
-            str(run.trace_id),
-            str(run.pk),
-            [("run.created", {"run_id": str(run.pk), "entity": entity.name, "type": entity.type})],
+            version=version,
+            definition=definition,
+            input_data=input_data,
+            context=context,
+            user=user,
+            left=left,
         )
         audit_record(
             workspace=entity.workspace_id,
@@ -121,6 +91,69 @@ def run_start(
             },
         )
         enqueue(str(run.pk))
+    return run
+
+
+def _refuse_unless_operator(user: Any, workspace: Workspace, doing: str) -> None:
+    if user is not None and not has_perm(user, OPERATE, workspace):
+        raise RunRefused(
+            "PERMISSION_DENIED",
+            f"{getattr(user, 'username', 'this user')} may not {doing} in "
+            f"{workspace.name}; the operator role is needed",
+        )
+
+
+def _lifetime_left(entity: Entity, definition: dict) -> Decimal | None:
+    """What the entity's cumulative_cost_usd leaves, under the entity's row lock until
+    commit; None when it has no such limit. Refuses the run when nothing is left."""
+    lifetime = lifetime_limit(definition)
+    if lifetime is None:
+        return None
+    left = lifetime_left(entity.pk, lifetime)
+    if left <= 0:
+        raise RunRefused(
+            "LIMIT_EXCEEDED",
+            f"{entity.name} has used its cumulative_cost_usd of ${lifetime.normalize()} "
+            "(what its runs cost, and hold while they run)",
+        )
+    return left
+
+
+def _root_run_created(
+    *,
+    entity: Entity,
+    version: Any,
+    definition: dict,
+    input_data: Any,
+    context: dict | None,
+    user: Any,
+    left: Decimal | None,
+) -> Run:
+    """The root run's row, its trace's sequence and its run.created event."""
+    # Personal data in the input and context is stored as pii_handling says.
+    input_data = run_data_sealed(definition, input_data)
+    run = Run(
+        workspace_id=entity.workspace_id,
+        entity=entity,
+        entity_version=version,
+        input_data=input_data if isinstance(input_data, dict) else {"_": input_data},
+        context=run_data_sealed(definition, context or {}),
+        depth_limit=definition["governance"]["execution_limits"]["max_recursion_depth"],
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+    )
+    for name, value in run_limits(definition, str(run.id), None, left).items():
+        setattr(run, name, value)
+    run.trace_id = run.id
+    run.save()
+    TraceSequence.objects.create(trace_id=run.trace_id)
+    if not isinstance(input_data, dict):
+        Run.objects.filter(pk=run.pk).update(input_data=input_data)
+        run.input_data = input_data
+    append_events(
+        str(run.trace_id),
+        str(run.pk),
+        [("run.created", {"run_id": str(run.pk), "entity": entity.name, "type": entity.type})],
+    )
     return run
 
 
@@ -281,77 +314,15 @@ def run_raise_budget(*, run: Run, budget_usd: Any, user: Any = None) -> list[str
     that wait BLOCKED on it (budget_exhausted): each re-runs the step it stopped at. Answers
     their ids. The raise is set aside at the run's own anchor first, when it has one: a
     child's budget never outgrows its parent's."""
-    if user is not None and not has_perm(user, OPERATE, run.workspace):
-        raise RunRefused(
-            "PERMISSION_DENIED",
-            f"{getattr(user, 'username', 'this user')} may not change runs in "
-            f"{run.workspace.name}; the operator role is needed",
-        )
-    try:
-        new = Decimal(str(budget_usd))
-    except (InvalidOperation, ValueError):
-        raise RunRefused("INVALID_INPUT", f"budget_usd {budget_usd!r} is not a number") from None
-    if not new.is_finite() or new <= 0:
-        raise RunRefused("INVALID_INPUT", f"budget_usd must be a positive amount, not {new}")
-    if new > BUDGET_MAX_USD:
-        raise RunRefused(
-            "INVALID_INPUT", f"budget_usd may be at most ${BUDGET_MAX_USD:,}, not {new:.6g}"
-        )
+    _refuse_unless_operator(user, run.workspace, "change runs")
+    new = _budget_amount(budget_usd)
     with transaction.atomic():
         row = Run.objects.select_for_update().select_related("entity").get(pk=run.pk)
-        if row.budget_usd is None or str(row.budget_anchor) != str(row.pk):
-            raise RunRefused(
-                "VALIDATION_ERROR",
-                f"this {row.entity.name} run has no budget of its own (max_cost_usd); raise the "
-                "budget of the run it is drawn from",
-            )
-        if row.status in TERMINAL:
-            raise RunRefused("CONFLICT", f"the run is {row.status.lower()} already")
-        held = row.total_cost_usd + row.reserved_usd
-        if new < held:
-            raise RunRefused(
-                "VALIDATION_ERROR",
-                f"budget_usd {new} is less than the ${held.normalize()} this run has spent or "
-                "set aside",
-            )
-        increase = new - row.budget_usd
-        if increase > 0 and row.parent_id is not None:
-            parent_anchor = Run.objects.values_list("budget_anchor", flat=True).get(
-                pk=row.parent_id
-            )
-            if (
-                parent_anchor is not None
-                and not sql.reserve_budget(str(parent_anchor), increase).value()
-            ):
-                raise RunRefused(
-                    "BUDGET_EXHAUSTED",
-                    f"the budget this run is drawn from has no ${increase.normalize()} left: "
-                    "raise that one first",
-                )
-        if increase < 0 and row.parent_id is not None:
-            parent_anchor = Run.objects.values_list("budget_anchor", flat=True).get(
-                pk=row.parent_id
-            )
-            if parent_anchor is not None:
-                sql.unreserve(str(parent_anchor), -increase)
+        _check_budget_change(row, new)
+        _budget_change_drawn(row, new - row.budget_usd)
         before = row.budget_usd
         Run.objects.filter(pk=row.pk).update(budget_usd=new)
-        blocked = list(
-            Run.objects.filter(
-                budget_anchor=row.pk,
-                status=RunStatus.BLOCKED,
-                error_code=BUDGET_EXHAUSTED,
-            ).values_list("pk", flat=True)
-        )
-        Run.objects.filter(pk__in=blocked).update(
-            status=RunStatus.RUNNING, error_code="", error_message=""
-        )
-        for blocked_id in blocked:
-            append_events(
-                str(row.trace_id),
-                str(blocked_id),
-                [("run.status", {"status": "RUNNING", "reason": "budget raised"})],
-            )
+        blocked = _budget_blocked_resumed(row)
         audit_record(
             workspace=row.workspace_id,
             action=AuditAction.RUN_BUDGET_RAISED,
@@ -364,6 +335,80 @@ def run_raise_budget(*, run: Run, budget_usd: Any, user: Any = None) -> list[str
         for blocked_id in blocked:
             enqueue(str(blocked_id))
     return [str(pk) for pk in blocked]
+
+
+def _budget_amount(budget_usd: Any) -> Decimal:
+    try:
+        new = Decimal(str(budget_usd))
+    except (InvalidOperation, ValueError):
+        raise RunRefused("INVALID_INPUT", f"budget_usd {budget_usd!r} is not a number") from None
+    if not new.is_finite() or new <= 0:
+        raise RunRefused("INVALID_INPUT", f"budget_usd must be a positive amount, not {new}")
+    if new > BUDGET_MAX_USD:
+        raise RunRefused(
+            "INVALID_INPUT", f"budget_usd may be at most ${BUDGET_MAX_USD:,}, not {new:.6g}"
+        )
+    return new
+
+
+def _check_budget_change(row: Run, new: Decimal) -> None:
+    """Refuse a new budget for a run (locked) that has none of its own, has ended, or has
+    already spent or set aside more."""
+    if row.budget_usd is None or str(row.budget_anchor) != str(row.pk):
+        raise RunRefused(
+            "VALIDATION_ERROR",
+            f"this {row.entity.name} run has no budget of its own (max_cost_usd); raise the "
+            "budget of the run it is drawn from",
+        )
+    if row.status in TERMINAL:
+        raise RunRefused("CONFLICT", f"the run is {row.status.lower()} already")
+    held = row.total_cost_usd + row.reserved_usd
+    if new < held:
+        raise RunRefused(
+            "VALIDATION_ERROR",
+            f"budget_usd {new} is less than the ${held.normalize()} this run has spent or "
+            "set aside",
+        )
+
+
+def _budget_change_drawn(row: Run, increase: Decimal) -> None:
+    """A child's budget is drawn from its parent's anchor: a raise is set aside there first
+    (refused when the anchor has not that much left), a cut is given back."""
+    if increase == 0 or row.parent_id is None:
+        return
+    parent_anchor = Run.objects.values_list("budget_anchor", flat=True).get(pk=row.parent_id)
+    if parent_anchor is None:
+        return
+    if increase < 0:
+        sql.unreserve(str(parent_anchor), -increase)
+    elif not sql.reserve_budget(str(parent_anchor), increase).value():
+        raise RunRefused(
+            "BUDGET_EXHAUSTED",
+            f"the budget this run is drawn from has no ${increase.normalize()} left: "
+            "raise that one first",
+        )
+
+
+def _budget_blocked_resumed(row: Run) -> list:
+    """The runs BLOCKED on the budget anchored at `row`, set RUNNING again (each re-runs the
+    step it stopped at); answers their ids."""
+    blocked = list(
+        Run.objects.filter(
+            budget_anchor=row.pk,
+            status=RunStatus.BLOCKED,
+            error_code=BUDGET_EXHAUSTED,
+        ).values_list("pk", flat=True)
+    )
+    Run.objects.filter(pk__in=blocked).update(
+        status=RunStatus.RUNNING, error_code="", error_message=""
+    )
+    for blocked_id in blocked:
+        append_events(
+            str(row.trace_id),
+            str(blocked_id),
+            [("run.status", {"status": "RUNNING", "reason": "budget raised"})],
+        )
+    return blocked
 
 
 def _subtree(run: Run) -> list:

@@ -309,6 +309,22 @@ def webhook_deliver(*, delivery_pk: int) -> WebhookDelivery | None:
     except WebhookRefused as refusal:
         # An address that may not be called will not become callable by waiting: no retry.
         code, error, refused = None, f"refused: {refusal}", True
+    _attempt_recorded(delivery, code, error, started=started, refused=refused)
+    log.info(
+        "webhook %s attempt %d for run %s: %s",
+        delivery.delivery_id,
+        delivery.attempt,
+        run.pk,
+        error or f"delivered ({code})",
+    )
+    return delivery
+
+
+def _attempt_recorded(
+    delivery: WebhookDelivery, code: int | None, error: str, *, started: float, refused: bool
+) -> None:
+    """Save the attempt's answer and, after a failure that may pass, create the next attempt
+    (up to MAX_ATTEMPTS), hinted to the executor at its due time."""
     now = timezone.now()
     delivery.attempted_at = now
     delivery.latency_ms = int((time.monotonic() - started) * 1000)
@@ -346,11 +362,3 @@ def webhook_deliver(*, delivery_pk: int) -> WebhookDelivery | None:
                 "next_attempt_at",
             ]
         )
-    log.info(
-        "webhook %s attempt %d for run %s: %s",
-        delivery.delivery_id,
-        delivery.attempt,
-        run.pk,
-        error or f"delivered ({code})",
-    )
-    return delivery
