@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals.selectors import approval_decided, approvals_open_in_trace, approvals_open_traces
+from approvals.selectors import (
+    approval_decided,
+    approval_first_open_in_trace,
+    approvals_of_run,
+    approvals_open_in_trace,
+    approvals_open_traces,
+)
 from approvals.services import approval_close_for_runs, approval_judge_record, approval_request
-from runs.approval_desk import ApprovalRequest, Decided
+from runs.approval_desk import ApprovalRequest, Decided, RequestShown
 
 
 class Desk:
@@ -24,6 +30,12 @@ class Desk:
 
     def open_traces(self) -> Any:
         return approvals_open_traces()
+
+    def requests_of_run(self, *, run_id: Any) -> list[RequestShown]:
+        return approvals_of_run(run_id=run_id)
+
+    def first_open(self, *, trace_id: Any) -> RequestShown | None:
+        return approval_first_open_in_trace(trace_id=trace_id)
 
     def judge_record(self, *, run_id: str, key: str, verdict: dict[str, Any]) -> None:
         approval_judge_record(run_id=run_id, key=key, verdict=verdict)

@@ -8,8 +8,9 @@ from django.db.models import Q, QuerySet
 from django.http import Http404
 
 from approvals.models import OPEN, Approval, ApprovalStatus
+from approvals.notifications import approval_link
 from governance.permissions import ADMINISTER, APPROVE, VIEW, allowed_workspace_ids
-from runs.approval_desk import Decided
+from runs.approval_desk import Decided, RequestShown
 
 
 def _workspaces(user: Any, perm: str) -> frozenset[int] | None:
@@ -90,3 +91,28 @@ def approvals_open_in_trace(*, trace_id: str) -> bool:
 def approvals_open_traces() -> QuerySet:
     """The trace ids with a request still waiting on a person (a subquery)."""
     return Approval.objects.filter(status__in=OPEN).values("trace_id")
+
+
+def approvals_of_run(*, run_id: Any) -> list[RequestShown]:
+    """The run's requests, oldest first, as its trace page lists them."""
+    rows = Approval.objects.filter(run_id=run_id).order_by("requested_at")
+    return [_shown(approval) for approval in rows]
+
+
+def approval_first_open_in_trace(*, trace_id: Any) -> RequestShown | None:
+    """A request of the trace still waiting on a person, if there is one."""
+    approval = Approval.objects.filter(trace_id=trace_id, status__in=OPEN).first()
+    return None if approval is None else _shown(approval)
+
+
+def _shown(approval: Approval) -> RequestShown:
+    return RequestShown(
+        id=approval.pk,
+        trigger=approval.checkpoint_trigger,
+        trigger_label=approval.get_checkpoint_trigger_display(),
+        step_name=approval.step_name,
+        status=approval.status,
+        status_label=approval.get_status_display(),
+        link=approval_link(approval),
+        address=approval_link(approval, absolute=True),
+    )

@@ -14,8 +14,6 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from approvals.models import Approval
-from approvals.notifications import approval_link
 from governance.safety import pii_shown as shown
 from governance.scoped_admin import (
     ReadOnlyAdminMixin,
@@ -77,30 +75,6 @@ class ChildRunInline(ReadOnlyInline):
         return format_html('<a href="{}">{}</a>', url, obj.entity.name)
 
 
-class ApprovalInline(ReadOnlyInline):
-    """The run's requests to people, and what they decided, in place in the trace."""
-
-    model = Approval
-    fields = [
-        "request_link",
-        "checkpoint_trigger",
-        "step_name",
-        "status",
-        "decision",
-        "responded_by",
-        "reviewer_notes",
-        "requested_at",
-        "responded_at",
-    ]
-    readonly_fields = fields
-    ordering = ["requested_at", "id"]
-    verbose_name_plural = "requests to people (human in the loop)"
-
-    @admin.display(description="request")
-    def request_link(self, obj: Approval) -> str:
-        return format_html('<a href="{}">#{}</a>', approval_link(obj), obj.pk)
-
-
 class WebhookDeliveryInline(ReadOnlyInline):
     """Every attempt to tell the run's `webhook_url` that it ended."""
 
@@ -144,7 +118,13 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin):
     list_filter = ["status", ScopedWorkspaceFilter]
     search_fields = ["entity__name", "id", "trace_id", "error_code"]
     list_select_related = ["entity", "workspace"]
-    inlines = [StepInline, ApprovalInline, ChildRunInline, WebhookDeliveryInline]
+    inlines = [StepInline, ChildRunInline, WebhookDeliveryInline]
+    # What apps above runs keep about a run, shown after its steps: approvals adds the run's
+    # requests to people (approvals/admin.py). Runs never imports those apps.
+    inlines_after_steps: list[type[admin.options.InlineModelAdmin]] = []
+
+    def get_inlines(self, request: HttpRequest, obj: Run | None) -> list[Any]:
+        return [StepInline, *self.inlines_after_steps, ChildRunInline, WebhookDeliveryInline]
 
     def view_on_site(self, obj: Run) -> str:  # "View on site": the live trace page
         return obj.get_absolute_url()

@@ -4,7 +4,8 @@ Approvals sits above runs (its decisions resume runs through `runs.services.run_
 runs never imports it: the approvals app hands its implementation over when it is ready
 (`approvals/apps.py`, `approvals/desk.py`), and `runs/engine_factory.py` gives it to the store.
 Approvals owns its rows: creating a request, its inbox broadcast and notifications, reading a
-decision, the judge's record, closing the requests of ended runs.
+decision, the judge's record, closing the requests of ended runs, and the requests a run's pages
+and commands show (the run admin's inline is added by approvals/admin.py).
 """
 
 from __future__ import annotations
@@ -50,6 +51,20 @@ class Decided:
     decided_by: str
 
 
+@dataclass(frozen=True)
+class RequestShown:
+    """A request to a person as the run's pages and commands show it."""
+
+    id: int
+    trigger: str  # the checkpoint trigger, and below as a person reads it
+    trigger_label: str
+    step_name: str
+    status: str
+    status_label: str
+    link: str  # its page in the inbox
+    address: str  # the same with the console's address, for a message
+
+
 class ApprovalDesk(Protocol):
     def request(self, request: ApprovalRequest) -> int:
         """Inside the caller's transaction: record the request (a replay of the same key
@@ -66,6 +81,14 @@ class ApprovalDesk(Protocol):
     def open_traces(self) -> Any:
         """The ids of the traces with a request still open, as a query the caller's query
         can take in (`trace_id__in=`)."""
+        ...
+
+    def requests_of_run(self, *, run_id: Any) -> list[RequestShown]:
+        """The run's requests, oldest first, decided or not."""
+        ...
+
+    def first_open(self, *, trace_id: Any) -> RequestShown | None:
+        """A request of the trace still waiting on a person, if there is one."""
         ...
 
     def judge_record(self, *, run_id: str, key: str, verdict: dict[str, Any]) -> None:

@@ -21,8 +21,8 @@ from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
-from approvals.models import Approval
 from governance.safety import pii_shown as shown
+from runs.approval_desk import RequestShown, approval_desk
 from runs.models import ACTIVE, LLMCall, Run, RunEvent, StepRun, ToolCall, TraceSequence
 from runs.selectors import run_list
 
@@ -243,7 +243,7 @@ class NodeDetail:
     tool_calls: list[ToolCall]
     events: list[RunEvent]
     more_events: bool
-    approvals: list[Approval]
+    approvals: list[RequestShown]
 
 
 def node_detail(*, user: Any, trace_id: Any, node_id: Any) -> NodeDetail:
@@ -270,7 +270,7 @@ def node_detail(*, user: Any, trace_id: Any, node_id: Any) -> NodeDetail:
         tool_calls=list(ToolCall.objects.filter(run_id=run.pk).order_by("timestamp")),
         events=events[:MAX_EVENTS][::-1],
         more_events=len(events) > MAX_EVENTS,
-        approvals=list(Approval.objects.filter(run_id=run.pk).order_by("requested_at")),
+        approvals=approval_desk().requests_of_run(run_id=run.pk),
     )
 
 

@@ -15,10 +15,9 @@ import time
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from approvals.models import OPEN, Approval
-from approvals.notifications import approval_link
 from entities.models import Entity, Workspace
 from runs import background
+from runs.approval_desk import approval_desk
 from runs.models import TERMINAL, Run
 from runs.selectors import run_document, trace_tree
 from runs.services import RunRefused, run_start
@@ -111,13 +110,13 @@ class Command(BaseCommand):
             run.refresh_from_db()
             if run.status in TERMINAL or run.status in ("PAUSED", "BLOCKED"):
                 break
-            waiting = Approval.objects.filter(trace_id=run.trace_id, status__in=OPEN).first()
+            waiting = approval_desk().first_open(trace_id=run.trace_id)
             if waiting is not None:
                 break
             time.sleep(0.05)
         else:
             raise CommandError(f"run {run.pk} did not end within {timeout:g} s ({run.status})")
-        waiting = waiting or Approval.objects.filter(trace_id=run.trace_id, status__in=OPEN).first()
+        waiting = waiting or approval_desk().first_open(trace_id=run.trace_id)
         if waiting is not None:
             self.stdout.write(
                 json.dumps(
@@ -125,10 +124,10 @@ class Command(BaseCommand):
                         "run_id": str(run.pk),
                         "status": run.status,
                         "waits_on_a_person": {
-                            "approval_id": waiting.pk,
-                            "trigger": waiting.checkpoint_trigger,
+                            "approval_id": waiting.id,
+                            "trigger": waiting.trigger,
                             "step": waiting.step_name,
-                            "decide_at": approval_link(waiting, absolute=True),
+                            "decide_at": waiting.address,
                         },
                     },
                     indent=2,
