@@ -39,7 +39,6 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from entities.models import Workspace  # noqa: E402
-from entities.services import tool_upsert  # noqa: E402
 from governance.permissions import membership_grant  # noqa: E402
 from governance.vault import secret_set  # noqa: E402
 from runs.engine.ports import ToolInvocation  # noqa: E402
@@ -49,7 +48,7 @@ from tools.credentials import Authenticator  # noqa: E402
 from tools.models import RateCounter  # noqa: E402
 from tools.ratelimit import DatabaseRateLimiter, RateLimiter, RedisRateLimiter  # noqa: E402
 from tools.runner import RegistryToolRunner  # noqa: E402
-from tools.services import tool_grant_add  # noqa: E402
+from tools.services import tool_grant_add, tool_upsert  # noqa: E402
 
 ROOMY = {"calls_per_minute": 10**9, "calls_per_hour": 10**9}  # counted, never reached
 PARAMETERS = {

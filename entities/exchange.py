@@ -15,6 +15,7 @@ from django.db.models import Prefetch
 from config.json_input import JSONInputRefused, json_input_loads
 from entities.definition import Problem
 from entities.models import ChildLink, Entity, PlanStep
+from entities.tool_catalog import tool_catalog
 
 
 class ImportFileError(Exception):
@@ -34,10 +35,8 @@ def with_relations(queryset: Any) -> Any:
 
 
 def tools_of(workspace: Any) -> dict[str, Any]:
-    # Upwards (entities sits below tools): see entities/validation.py's Catalog.load.
-    from tools.models import Tool
-
-    return {tool.tool_id: tool for tool in Tool.objects.filter(workspace=workspace)}
+    """The workspace's tools by tool_id, from the registry (through the tools app's catalog)."""
+    return tool_catalog().tools_of(workspace)
 
 
 def definition_of(entity: Entity, *, tools: dict[str, Any] | None = None) -> dict:

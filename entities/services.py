@@ -24,7 +24,6 @@ from entities.definition import (
     Problem,
     is_tool_reference,
     normalize,
-    normalize_tool,
 )
 from entities.exchange import definition_of, labels_for, tools_of, with_relations
 from entities.models import (
@@ -36,11 +35,11 @@ from entities.models import (
     PlanStep,
     Workspace,
 )
+from entities.tool_catalog import tool_catalog
 from entities.validation import Catalog, Draft, entity_key, graph_problems, lay_over
 from entities.versioning import bump_version, classify
 from governance.audit import audit_record, digest
 from governance.models import AuditAction
-from tools.models import Tool
 
 # Which status may follow which (seed 000 §3.1: transitions are logged for compliance).
 STATUS_TRANSITIONS: dict[str, set[str]] = {
@@ -284,7 +283,7 @@ def _write(
     for item in items:
         for tool in item.definition["capabilities"]["tools"]:
             if not is_tool_reference(tool):
-                tool_upsert(workspace=workspace, definition=tool)
+                tool_catalog().tool_upsert(workspace=workspace, definition=tool)
 
     old_status = {item.key: item.entity.status for item in items if item.entity is not None}
     previous = _latest_definitions([item.entity for item in items if item.entity is not None])
@@ -518,7 +517,7 @@ def _record_version(
     previous: dict | None,
     *,
     user: Any,
-    tools: dict[str, Tool],
+    tools: dict[str, Any],
     now: datetime,
 ) -> EntityVersion | None:
     definition = definition_of(entity, tools=tools)
@@ -680,33 +679,6 @@ def entities_delete(*, workspace: Workspace, entities: list[Entity], user: Any =
         count, _ = Entity.objects.filter(pk__in=doomed).delete()
         _refresh_derived(workspace, Catalog.load(workspace), {})
         return len(doomed) if count else 0
-
-
-def tool_upsert(*, workspace: Workspace, definition: Any) -> Tool:
-    """Create or update a tool of the workspace's registry from its definition."""
-    tool_definition, problems = normalize_tool(definition)
-    if problems:
-        raise DefinitionInvalid(problems)
-    fields = {
-        "name": tool_definition["name"],
-        "description": tool_definition["description"],
-        "provider": tool_definition["provider"],
-        "authentication": tool_definition["authentication"],
-        "function_schema": tool_definition["function_schema"],
-        "rate_limit": tool_definition["rate_limit"],
-        "permissions": tool_definition["permissions"],
-        "sandbox_mode": tool_definition["sandbox_mode"],
-        "implementation": tool_definition["implementation"],
-        "output_schema": tool_definition["output_schema"],
-    }
-    tool, created = Tool.objects.get_or_create(
-        workspace=workspace, tool_id=tool_definition["tool_id"], defaults=fields
-    )
-    if not created and any(getattr(tool, k) != v for k, v in fields.items()):
-        for key, value in fields.items():
-            setattr(tool, key, value)
-        tool.save()
-    return tool
 
 
 def workspace_create(*, name: str, slug: str) -> Workspace:

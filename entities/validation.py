@@ -19,6 +19,7 @@ from django.db.models.functions import Cast
 
 from entities.definition import Problem, is_tool_reference, join_path
 from entities.models import ChildLink, Entity
+from entities.tool_catalog import tool_catalog
 
 
 def entity_key(pk: Any) -> str:
@@ -85,10 +86,6 @@ class Catalog:
 
     @classmethod
     def load(cls, workspace: Any) -> Catalog:
-        # Upwards (entities sits below tools): the tool catalog belongs below entities;
-        # until it moves, read here, at call time (see pyproject.toml's apps-layered).
-        from tools.models import Tool
-
         nodes: dict[str, Node] = {}
         refs: dict[str, str] = {}
         # Only the fields validation needs, and ids as text: this runs on every save, and
@@ -127,8 +124,7 @@ class Catalog:
         )
         for parent_key, child_key in links:
             nodes[parent_key.replace("-", "")].children.append(child_key.replace("-", ""))
-        tools = set(Tool.objects.filter(workspace=workspace).values_list("tool_id", flat=True))
-        return cls(nodes.values(), refs, tools)
+        return cls(nodes.values(), refs, tool_catalog().tool_ids(workspace))
 
     def resolve(self, ref: Any) -> str | None:
         if ref in (None, ""):

@@ -10,9 +10,10 @@ from django.contrib.auth import get_user_model
 from factory.django import DjangoModelFactory
 
 from entities.models import Entity, Workspace
-from entities.services import entity_save, tool_upsert
+from entities.services import entity_save
 from governance.permissions import membership_grant
 from tools.models import Tool
+from tools.services import tool_upsert
 
 
 class UserFactory(DjangoModelFactory):

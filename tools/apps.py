@@ -11,8 +11,14 @@ class ToolsConfig(AppConfig):
     def ready(self) -> None:
         # Models are importable only once the app registry is ready.
         from entities.models import Membership
+        from entities.tool_catalog import tool_catalog_install
         from tools.access import forget_on_change
+        from tools.catalog import Catalog
         from tools.models import ToolGrant
+
+        # Entities sit below tools and never import it: definitions reach the registry
+        # through the catalog handed over here (entities/tool_catalog.py).
+        tool_catalog_install(Catalog())
 
         # A role or grant that changes takes effect in this process's tool calls at once
         # (other processes: within ToolAccess.ttl_s).

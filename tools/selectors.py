@@ -17,3 +17,16 @@ def tool_list(*, user: Any, perm: str = VIEW) -> QuerySet[Tool]:
 def tool_get(*, user: Any, pk: Any, perm: str = VIEW) -> Tool:
     """The tool, or a 404 when it does not exist or belongs to another workspace."""
     return visible_or_404(tool_list(user=user, perm=perm), "tool", pk)
+
+
+# -- for entities' definitions (entities/tool_catalog.py): not scoped, the workspace is given ---
+
+
+def tools_by_id(*, workspace: Any) -> dict[str, Tool]:
+    """The workspace's tools by tool_id."""
+    return {tool.tool_id: tool for tool in Tool.objects.filter(workspace=workspace)}
+
+
+def tool_ids_of(*, workspace: Any) -> set[str]:
+    """The tool_ids of the workspace's registry."""
+    return set(Tool.objects.filter(workspace=workspace).values_list("tool_id", flat=True))

@@ -7,7 +7,8 @@ from typing import Any
 
 from django.db import transaction
 
-from entities.models import Membership
+from entities.definition import DefinitionInvalid, normalize_tool
+from entities.models import Membership, Workspace
 from governance.audit import audit_record
 from governance.models import AuditAction
 from governance.permissions import ADMINISTER, has_perm
@@ -91,3 +92,30 @@ def tool_grant_revoke(*, grant: ToolGrant, revoked_by: Any = None) -> None:
 
 def _user_or_none(user: Any) -> Any:
     return user if getattr(user, "is_authenticated", False) else None
+
+
+def tool_upsert(*, workspace: Workspace, definition: Any) -> Tool:
+    """Create or update a tool of the workspace's registry from its definition."""
+    tool_definition, problems = normalize_tool(definition)
+    if problems:
+        raise DefinitionInvalid(problems)
+    fields = {
+        "name": tool_definition["name"],
+        "description": tool_definition["description"],
+        "provider": tool_definition["provider"],
+        "authentication": tool_definition["authentication"],
+        "function_schema": tool_definition["function_schema"],
+        "rate_limit": tool_definition["rate_limit"],
+        "permissions": tool_definition["permissions"],
+        "sandbox_mode": tool_definition["sandbox_mode"],
+        "implementation": tool_definition["implementation"],
+        "output_schema": tool_definition["output_schema"],
+    }
+    tool, created = Tool.objects.get_or_create(
+        workspace=workspace, tool_id=tool_definition["tool_id"], defaults=fields
+    )
+    if not created and any(getattr(tool, k) != v for k, v in fields.items()):
+        for key, value in fields.items():
+            setattr(tool, key, value)
+        tool.save()
+    return tool

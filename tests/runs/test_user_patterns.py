@@ -16,10 +16,11 @@ from rest_framework.test import APIClient
 
 from entities.definition import DefinitionInvalid
 from entities.models import Entity
-from entities.services import entities_import, tool_upsert
+from entities.services import entities_import
 from runs.models import Run
 from tests.factories import EntityFactory, definition, tool_definition
 from tests.support.clients import signed_in
+from tools.services import tool_upsert
 
 CATASTROPHIC = "^(a+)+$"
 ATTACK = "a" * 40 + "!"  # 2**40 ways for Python's `re` to split the a's before it gives up

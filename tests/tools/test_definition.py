@@ -10,7 +10,7 @@ from django.urls import reverse
 from jsonschema import Draft202012Validator
 
 from entities.definition import DefinitionInvalid, normalize_required, normalize_tool, tool_schema
-from entities.services import entities_import, tool_upsert
+from entities.services import entities_import
 from runs.engine.synthesis import synthesize
 from tests.admin.page_form import form_data
 from tests.factories import make_tool, tool_definition
@@ -18,6 +18,7 @@ from tests.tools.conftest import invocation
 from tools.builtin import BUILTINS
 from tools.models import Tool
 from tools.runner import RegistryToolRunner
+from tools.services import tool_upsert
 
 pytestmark = pytest.mark.smoke
 
