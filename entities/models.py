@@ -208,6 +208,11 @@ class Entity(models.Model):
         """The id other definitions use for this entity in the exchange format."""
         return self.external_id or str(self.id)
 
+    @property
+    def is_active(self) -> bool:
+        """Only active entities run."""
+        return self.status == EntityStatus.ACTIVE
+
 
 class ChildLink(models.Model):
     """A parent → child edge of the hierarchy; an entity may be a child of several parents."""

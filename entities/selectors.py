@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 
-from entities.models import Entity, EntityVersion, Workspace
-from governance.permissions import VIEW, scope, visible_or_404
+from entities.models import Entity, EntityStatus, EntityVersion, Workspace
+from governance.permissions import OPERATE, VIEW, scope, visible_or_404
 
 
 def entity_list(*, user: Any, perm: str = VIEW) -> QuerySet[Entity]:
@@ -19,6 +19,19 @@ def entity_list(*, user: Any, perm: str = VIEW) -> QuerySet[Entity]:
 def entity_get(*, user: Any, pk: Any, perm: str = VIEW) -> Entity:
     """The entity, or a 404 when it does not exist or belongs to another workspace."""
     return visible_or_404(entity_list(user=user, perm=perm), "entity", pk)
+
+
+def entity_startable_list(*, user: Any, search: str = "") -> QuerySet[Entity]:
+    """The active entities of the workspaces where the user operates (what they may run),
+    matching `search` in name, display name or description; by workspace, then name."""
+    entities = entity_list(user=user, perm=OPERATE).filter(status=EntityStatus.ACTIVE)
+    if search:
+        entities = entities.filter(
+            Q(name__icontains=search)
+            | Q(display_name__icontains=search)
+            | Q(description__icontains=search)
+        )
+    return entities.order_by("workspace__name", "name")
 
 
 def workspace_get(*, user: Any, slug: str, perm: str = VIEW) -> Workspace:

@@ -105,11 +105,16 @@ def visible_or_404(queryset: QuerySet, what: str, pk: Any) -> Any:
 
 
 def has_perm(user: Any, perm: str, workspace: Workspace) -> bool:
+    return has_perm_in(user, perm, workspace_id=workspace.pk)
+
+
+def has_perm_in(user: Any, perm: str, *, workspace_id: int) -> bool:
+    """has_perm for a workspace known by its id (a page that read only the id)."""
     if not _active(user):
         return False
     if user.is_superuser:
         return True
-    return workspace.pk in allowed_workspace_ids(user, perm)
+    return workspace_id in allowed_workspace_ids(user, perm)
 
 
 def users_with(workspace: Workspace, perm: str) -> list[Any]:

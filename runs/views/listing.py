@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, path, reverse
@@ -29,8 +28,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, push_url
 from django_htmx.middleware import HtmxDetails
 
-from entities.models import Entity, EntityStatus
-from entities.selectors import entity_get, entity_list
+from entities.selectors import entity_get, entity_list, entity_startable_list
 from governance.permissions import OPERATE, allowed_workspace_ids, has_perm, workspaces_for
 from runs.forms import RunFilterForm, RunInputForm
 from runs.models import ACTIVE, Run, RunStatus
@@ -38,6 +36,9 @@ from runs.selectors import run_list
 from runs.services import RunRefused, run_cancel, run_rerun, run_start
 from runs.store import latest_version, pinned_definition
 from runs.trace_page import duration_label
+
+if TYPE_CHECKING:
+    from entities.models import Entity
 
 PAGE_SIZE = 25
 MAX_PAGE = 10_000  # past this, narrow the list with the filters
@@ -256,17 +257,6 @@ def run_rerun_view(request: HtmxHttpRequest, pk: Any) -> HttpResponse:
 # -- start -------------------------------------------------------------------------------------
 
 
-def _startable(user: Any, search: str) -> Any:
-    entities = entity_list(user=user, perm=OPERATE).filter(status=EntityStatus.ACTIVE)
-    if search:
-        entities = entities.filter(
-            Q(name__icontains=search)
-            | Q(display_name__icontains=search)
-            | Q(description__icontains=search)
-        )
-    return entities.order_by("workspace__name", "name")
-
-
 @login_required
 @require_GET
 def run_start_choose(request: HtmxHttpRequest) -> HttpResponse:
@@ -275,7 +265,7 @@ def run_start_choose(request: HtmxHttpRequest) -> HttpResponse:
     operate_ids = _operate_ids(request.user)
     context = {
         "search": search,
-        "entities": list(_startable(request.user, search)[:200]),
+        "entities": list(entity_startable_list(user=request.user, search=search)[:200]),
         "may_start": operate_ids is None or bool(operate_ids),
     }
     template = "runs/start.html"
@@ -316,7 +306,7 @@ def run_start_entity(request: HtmxHttpRequest, entity_id: Any) -> HttpResponse:
         context["refused"] = _refusal_for_viewer(request.user, entity)
     elif version is None:
         context["refused"] = f"{entity.name} has no saved version yet; save it in the designer."
-    elif entity.status != EntityStatus.ACTIVE:
+    elif not entity.is_active:
         context["refused"] = (
             f"{entity.name} is {entity.status.lower()}: only active entities run. "
             "Activate it in the designer first."

@@ -19,8 +19,7 @@ from django.urls import path
 from django.views.decorators.http import require_GET
 from django_htmx.middleware import HtmxDetails
 
-from entities.models import Workspace
-from governance.permissions import OPERATE, has_perm
+from governance.permissions import OPERATE, has_perm_in
 from runs.models import ACTIVE
 from runs.trace_page import (
     BadRequest,
@@ -47,7 +46,7 @@ def run_trace(request: HtmxHttpRequest, pk: Any) -> HttpResponse:
         "focus_id": page.focus.pk,
         "trace_id": page.root.pk,
         "socket_path": f"/ws/runs/{page.root.pk}/",
-        "may_operate": has_perm(request.user, OPERATE, Workspace(pk=page.root.workspace_id)),
+        "may_operate": has_perm_in(request.user, OPERATE, workspace_id=page.root.workspace_id),
         "cancellable": page.root.status in ACTIVE,
         "detail": None,
     }
