@@ -27,7 +27,7 @@ so there the P95s come from one query that reads the times, at most `P95_SAMPLE_
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -320,22 +320,71 @@ def dashboard_metrics(
         completed_at__lt=window.end,
     )
     native = _native_percentile()
-    tallies = {
+    p95 = {"p95_ms": PercentileCont("execution_time_ms", 0.95)} if native else {}
+    buckets, current, previous = _run_buckets(finished, window, bucket, p95)
+    entity_p95: dict[Any, float | None] = {}
+    if native:
+        _period_p95(finished, window, current, previous, p95)
+        sampled = False
+    else:
+        sampled = _p95_in_python(
+            finished.annotate(bucket=bucket("completed_at")),
+            window,
+            buckets,
+            current,
+            previous,
+            entity_p95,
+        )
+    statuses = _status_buckets(executions, window, bucket)
+    scoped_approvals = _approvals(user, workspace, entity)
+    approvals, approvals_previous, approval_buckets = _approval_buckets(
+        scoped_approvals, window, bucket
+    )
+    # The HITL queue now.
+    queue_depth = scoped_approvals.filter(status__in=OPEN, approval_required=True).count()
+    entities = (
+        _entity_rows(finished, window, p95, entity_p95 if not native else None)
+        if entity is None
+        else []
+    )
+    return Dashboard(
+        window=window,
+        current=current,
+        previous=previous,
+        buckets=buckets,
+        approvals=approvals,
+        approvals_previous=approvals_previous,
+        approval_buckets=approval_buckets,
+        statuses=statuses,
+        queue_depth=queue_depth,
+        entities=entities,
+        alerts=_open_alerts(user, workspace, entity),
+        p95_sampled=sampled,
+    )
+
+
+def _tallies() -> dict[str, Aggregate]:
+    """What a RunTally counts, as aggregates of a query."""
+    return {
         "finished": Count("pk"),
         "completed": Count("pk", filter=Q(status=RunStatus.COMPLETED)),
         "cost": Sum("total_cost_usd"),
         "completed_tokens": Sum("total_tokens", filter=Q(status=RunStatus.COMPLETED)),
     }
-    p95 = {"p95_ms": PercentileCont("execution_time_ms", 0.95)} if native else {}
 
-    # 1. Both periods' buckets (the previous period's add up to its totals).
+
+def _run_buckets(
+    finished: QuerySet[Run], window: Window, bucket: Callable[[str], BucketIndex], p95: dict
+) -> tuple[dict[datetime, RunTally], RunTally, RunTally]:
+    """Both periods' buckets of finished runs (the previous period's add up to its totals):
+    the current period's buckets, and each period's totals."""
     buckets: dict[datetime, RunTally] = {}
     previous = RunTally()
     current = RunTally()
     rows = (
         finished.annotate(bucket=bucket("completed_at"))
         .values("bucket")
-        .annotate(**tallies, **p95)
+        .annotate(**_tallies(), **p95)
         .order_by()
     )
     for row in rows:
@@ -346,31 +395,29 @@ def dashboard_metrics(
             current.add(tally)
         else:
             previous.add(tally)
+    return buckets, current, previous
 
-    # 2. The P95 of each period (a percentile does not add up from its buckets).
-    entity_p95: dict[Any, float | None] = {}
-    sampled = False
-    if native:
-        in_current = Case(
-            When(completed_at__gte=window.start, then=Value(True)),
-            default=Value(False),
-            output_field=BooleanField(),
-        )
-        for row in (
-            finished.annotate(is_current=in_current).values("is_current").annotate(**p95).order_by()
-        ):
-            (current if row["is_current"] else previous).p95_ms = row["p95_ms"]
-    else:
-        sampled = _p95_in_python(
-            finished.annotate(bucket=bucket("completed_at")),
-            window,
-            buckets,
-            current,
-            previous,
-            entity_p95,
-        )
 
-    # 3. Runs started in each bucket, by their status now.
+def _period_p95(
+    finished: QuerySet[Run], window: Window, current: RunTally, previous: RunTally, p95: dict
+) -> None:
+    """The P95 of each period, by the database (a percentile does not add up from its
+    buckets)."""
+    in_current = Case(
+        When(completed_at__gte=window.start, then=Value(True)),
+        default=Value(False),
+        output_field=BooleanField(),
+    )
+    for row in (
+        finished.annotate(is_current=in_current).values("is_current").annotate(**p95).order_by()
+    ):
+        (current if row["is_current"] else previous).p95_ms = row["p95_ms"]
+
+
+def _status_buckets(
+    executions: QuerySet[Run], window: Window, bucket: Callable[[str], BucketIndex]
+) -> dict[datetime, dict[str, int]]:
+    """Runs started in each bucket, by their status now."""
     statuses: dict[datetime, dict[str, int]] = defaultdict(dict)
     for row in (
         executions.filter(created_at__gte=window.start, created_at__lt=window.end)
@@ -382,11 +429,16 @@ def dashboard_metrics(
         moment = window.bucket_at(row["bucket"])
         if moment is not None:
             statuses[moment][row["status"]] = row["n"]
+    return dict(statuses)
 
-    # 4. Decided requests in each bucket of both periods.
+
+def _approval_buckets(
+    scoped_approvals: QuerySet[Approval], window: Window, bucket: Callable[[str], BucketIndex]
+) -> tuple[ApprovalTally, ApprovalTally, dict[datetime, ApprovalTally]]:
+    """Decided requests in each bucket of both periods: the current period's totals, the
+    previous period's, and the current period's buckets."""
     approvals, approvals_previous = ApprovalTally(), ApprovalTally()
     approval_buckets: dict[datetime, ApprovalTally] = {}
-    scoped_approvals = _approvals(user, workspace, entity)
     for row in (
         scoped_approvals.filter(
             status__in=DECIDED,
@@ -415,49 +467,42 @@ def dashboard_metrics(
             approvals.add(tally)
         else:
             approvals_previous.add(tally)
+    return approvals, approvals_previous, approval_buckets
 
-    # 5. The HITL queue now.
-    queue_depth = scoped_approvals.filter(status__in=OPEN, approval_required=True).count()
 
-    # 6. Cost by entity: the entities whose executions cost most in the period.
+def _entity_rows(
+    finished: QuerySet[Run],
+    window: Window,
+    p95: dict,
+    sampled_p95: dict[Any, float | None] | None,
+) -> list[EntityRow]:
+    """Cost by entity: the entities whose executions cost most in the period (their P95
+    from `sampled_p95` when the database has no percentile)."""
     entities = []
-    if entity is None:
-        for row in (
-            finished.filter(completed_at__gte=window.start)
-            .values("entity_id", "entity__name", "workspace__name")
-            .annotate(**tallies, **p95)
-            .order_by("-cost", "entity__name")[:ENTITY_ROWS]
-        ):
-            tally = _run_tally(row)
-            if not native:
-                tally.p95_ms = entity_p95.get(row["entity_id"])
-            entities.append(
-                EntityRow(row["entity_id"], row["entity__name"], row["workspace__name"], tally)
-            )
+    for row in (
+        finished.filter(completed_at__gte=window.start)
+        .values("entity_id", "entity__name", "workspace__name")
+        .annotate(**_tallies(), **p95)
+        .order_by("-cost", "entity__name")[:ENTITY_ROWS]
+    ):
+        tally = _run_tally(row)
+        if sampled_p95 is not None:
+            tally.p95_ms = sampled_p95.get(row["entity_id"])
+        entities.append(
+            EntityRow(row["entity_id"], row["entity__name"], row["workspace__name"], tally)
+        )
+    return entities
 
-    # 7. The open alerts, newest first.
+
+def _open_alerts(user: Any, workspace: Workspace | None, entity: Entity | None) -> list[Alert]:
+    """The open alerts, newest first."""
     alerts = scope(Alert.objects.all(), user).filter(acknowledged_at__isnull=True)
     if workspace is not None:
         alerts = alerts.filter(workspace=workspace)
     if entity is not None:
         alerts = alerts.filter(Q(entity=entity) | Q(entity__isnull=True))
-    open_alerts = list(
+    return list(
         alerts.select_related("workspace", "entity").order_by("-created_at", "-pk")[:ALERT_ROWS]
-    )
-
-    return Dashboard(
-        window=window,
-        current=current,
-        previous=previous,
-        buckets=buckets,
-        approvals=approvals,
-        approvals_previous=approvals_previous,
-        approval_buckets=approval_buckets,
-        statuses=dict(statuses),
-        queue_depth=queue_depth,
-        entities=entities,
-        alerts=open_alerts,
-        p95_sampled=sampled,
     )
 
 
