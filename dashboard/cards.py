@@ -4,6 +4,7 @@ period, the charts, the entity rows. Formatting only; every number comes from
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -179,83 +180,84 @@ def headline_cards(data: Dashboard) -> list[Card]:
 # -- charts ------------------------------------------------------------------------------------
 
 
+def _percent(value: float) -> str:
+    return f"{value:.0f} %" if value == round(value) else pct(value)
+
+
+# The run metrics charted over the buckets: key, title, the value of a bucket's tally, and
+# how its chart reads.
+_RUN_METRICS: list[tuple[str, str, Callable[[RunTally], Any], dict[str, Any]]] = [
+    (
+        "success_rate",
+        "Success rate",
+        lambda t: t.success_rate,
+        {"fmt": _percent, "ceiling": 100, "empty": NO_RUNS, "color": "#067647"},
+    ),
+    (
+        "avg_cost",
+        "Average cost per execution",
+        lambda t: t.avg_cost,
+        {"fmt": usd, "empty": NO_RUNS},
+    ),
+    (
+        "p95_latency",
+        "P95 latency",
+        lambda t: t.p95_ms,
+        {"fmt": duration, "empty": NO_RUNS, "color": "#7a5af8"},
+    ),
+    (
+        "tokens_per_success",
+        "Tokens per successful execution",
+        lambda t: t.tokens_per_success,
+        {
+            "fmt": count,
+            "empty": "No successful runs in this period.",
+            "color": "#b54708",
+            "whole": True,
+        },
+    ),
+]
+
+
 def metric_charts(data: Dashboard) -> list[tuple[str, SafeString]]:
     """(key, chart) of each metric over the period's buckets."""
     unit = data.window.period.unit
     labels = [bucket_label(bucket, unit) for bucket in data.window.buckets]
-    empty = RunTally()
-
-    def points(value: Any) -> list[Point]:
-        out = []
-        for bucket, (label, title) in zip(data.window.buckets, labels, strict=True):
-            tally = data.buckets.get(bucket, empty)
-            number = value(tally)
-            out.append(Point(label, title, None if number is None else float(number)))
-        return out
-
+    charts = [
+        (key, line_chart(title=title, points=_run_points(data, labels, value), unit=unit, **style))
+        for key, title, value, style in _RUN_METRICS
+    ]
     approval_points = [
         Point(label, title, data.approval_buckets.get(bucket, ApprovalTally()).approval_rate)
         for bucket, (label, title) in zip(data.window.buckets, labels, strict=True)
     ]
-    return [
-        (
-            "success_rate",
-            line_chart(
-                title="Success rate",
-                points=points(lambda t: t.success_rate),
-                fmt=lambda v: f"{v:.0f} %" if v == round(v) else pct(v),
-                ceiling=100,
-                empty=NO_RUNS,
-                color="#067647",
-                unit=unit,
-            ),
-        ),
-        (
-            "avg_cost",
-            line_chart(
-                title="Average cost per execution",
-                points=points(lambda t: t.avg_cost),
-                fmt=usd,
-                empty=NO_RUNS,
-                unit=unit,
-            ),
-        ),
-        (
-            "p95_latency",
-            line_chart(
-                title="P95 latency",
-                points=points(lambda t: t.p95_ms),
-                fmt=duration,
-                empty=NO_RUNS,
-                color="#7a5af8",
-                unit=unit,
-            ),
-        ),
-        (
-            "tokens_per_success",
-            line_chart(
-                title="Tokens per successful execution",
-                points=points(lambda t: t.tokens_per_success),
-                fmt=count,
-                empty="No successful runs in this period.",
-                color="#b54708",
-                unit=unit,
-                whole=True,
-            ),
-        ),
+    charts.append(
         (
             "approval_rate",
             line_chart(
                 title="HITL approval rate",
                 points=approval_points,
-                fmt=lambda v: f"{v:.0f} %" if v == round(v) else pct(v),
+                fmt=_percent,
                 ceiling=100,
                 empty="No request was decided in this period.",
                 color="#0e7090",
                 unit=unit,
             ),
-        ),
-    ]
+        )
+    )
+    return charts
+
+
+def _run_points(
+    data: Dashboard, labels: list[tuple[str, str]], value: Callable[[RunTally], Any]
+) -> list[Point]:
+    """The value of each bucket's runs (a bucket without runs counts as an empty tally)."""
+    empty = RunTally()
+    out = []
+    for bucket, (label, title) in zip(data.window.buckets, labels, strict=True):
+        number = value(data.buckets.get(bucket, empty))
+        out.append(Point(label, title, None if number is None else float(number)))
+    return out
 
 
 def status_chart(data: Dashboard) -> SafeString:
