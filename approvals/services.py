@@ -225,57 +225,9 @@ def approval_decide(
     request stays open); reject: the step ends as its checkpoint says, `notes` is the
     feedback; lock_constraint: the run goes on and `constraint` binds the rest of it.
     Raises `AlreadyDecided` (409) when someone decided first or the timeout fired."""
-    if decision not in Decision.values:
-        raise DecisionRefused(
-            "VALIDATION_ERROR",
-            f"{decision!r} is not a decision; use one of {', '.join(Decision.values)}",
-            details={"decision": "one of " + ", ".join(Decision.values)},
-        )
-    if not approval.is_open:
-        raise AlreadyDecided(approval)
-    if approval.allowed_decisions and decision not in approval.allowed_decisions:
-        raise DecisionRefused(
-            "VALIDATION_ERROR",
-            f"this request takes {', '.join(approval.allowed_decisions)}, not {decision}",
-            details={"decision": "one of " + ", ".join(approval.allowed_decisions)},
-        )
-    if not can_decide(user, approval):
-        who = "an admin" if approval.status == ApprovalStatus.ESCALATED else "an approver"
-        raise DecisionRefused(
-            "PERMISSION_DENIED",
-            f"only {who} of {approval.workspace.name} may decide this request",
-        )
-    notes = (notes or "").strip()
-    if len(notes) > FEEDBACK_MAX:
-        raise DecisionRefused(
-            "VALIDATION_ERROR",
-            f"notes are limited to {FEEDBACK_MAX:,} characters",
-            details={"notes": f"at most {FEEDBACK_MAX:,} characters"},
-        )
-    approved = approval.payload
-    locked = None
-    if decision == Decision.EDIT:
-        problems = edit_problems(approval, payload)
-        if problems:
-            raise DecisionRefused(
-                "VALIDATION_ERROR",
-                "the edited payload is not valid: "
-                + "; ".join(f"{k}: {v}" for k, v in problems.items()),
-                details=problems,
-            )
-        approved = payload
-    elif decision == Decision.LOCK_CONSTRAINT:
-        problems = constraint_problems(constraint)
-        if problems:
-            raise DecisionRefused(
-                "VALIDATION_ERROR",
-                "the constraint is not valid: "
-                + "; ".join(f"{k}: {v}" for k, v in problems.items()),
-                details=problems,
-            )
-        locked = normalized_constraint(constraint)
-    elif decision == Decision.REJECT:
-        approved = None
+    _check_decision(approval, user, decision)
+    notes = _feedback(notes)
+    approved, locked = _decided_values(approval, decision, payload, constraint)
     status = ApprovalStatus.REJECTED if decision == Decision.REJECT else ApprovalStatus.APPROVED
     now = timezone.now()
     with transaction.atomic():
@@ -308,6 +260,74 @@ def approval_decide(
             },
         )
     return approval
+
+
+def _check_decision(approval: Approval, user: Any, decision: str) -> None:
+    """Refuse a decision that is not one, on a request that is not open, that the request
+    does not take, or by someone who may not decide it."""
+    if decision not in Decision.values:
+        raise DecisionRefused(
+            "VALIDATION_ERROR",
+            f"{decision!r} is not a decision; use one of {', '.join(Decision.values)}",
+            details={"decision": "one of " + ", ".join(Decision.values)},
+        )
+    if not approval.is_open:
+        raise AlreadyDecided(approval)
+    if approval.allowed_decisions and decision not in approval.allowed_decisions:
+        raise DecisionRefused(
+            "VALIDATION_ERROR",
+            f"this request takes {', '.join(approval.allowed_decisions)}, not {decision}",
+            details={"decision": "one of " + ", ".join(approval.allowed_decisions)},
+        )
+    if not can_decide(user, approval):
+        who = "an admin" if approval.status == ApprovalStatus.ESCALATED else "an approver"
+        raise DecisionRefused(
+            "PERMISSION_DENIED",
+            f"only {who} of {approval.workspace.name} may decide this request",
+        )
+
+
+def _feedback(notes: str) -> str:
+    notes = (notes or "").strip()
+    if len(notes) > FEEDBACK_MAX:
+        raise DecisionRefused(
+            "VALIDATION_ERROR",
+            f"notes are limited to {FEEDBACK_MAX:,} characters",
+            details={"notes": f"at most {FEEDBACK_MAX:,} characters"},
+        )
+    return notes
+
+
+def _decided_values(
+    approval: Approval, decision: str, payload: Any, constraint: Any
+) -> tuple[Any, dict | None]:
+    """What the run goes on with (the approved payload) and the constraint that binds it,
+    checked: an edit's payload against the request's schema, a constraint's shape."""
+    approved = approval.payload
+    locked = None
+    if decision == Decision.EDIT:
+        problems = edit_problems(approval, payload)
+        if problems:
+            raise DecisionRefused(
+                "VALIDATION_ERROR",
+                "the edited payload is not valid: "
+                + "; ".join(f"{k}: {v}" for k, v in problems.items()),
+                details=problems,
+            )
+        approved = payload
+    elif decision == Decision.LOCK_CONSTRAINT:
+        problems = constraint_problems(constraint)
+        if problems:
+            raise DecisionRefused(
+                "VALIDATION_ERROR",
+                "the constraint is not valid: "
+                + "; ".join(f"{k}: {v}" for k, v in problems.items()),
+                details=problems,
+            )
+        locked = normalized_constraint(constraint)
+    elif decision == Decision.REJECT:
+        approved = None
+    return approved, locked
 
 
 def _resume_run(approval: Approval, now: Any, event: str, **payload: Any) -> None:
