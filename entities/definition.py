@@ -444,127 +444,147 @@ def _semantic_problems(d: dict, valid: set[str]) -> list[Problem]:
     """Rules a schema cannot say: conditional requirements, expressions, plan coherence."""
     problems: list[Problem] = []
     entity_type = d.get("metadata", {}).get("type") if "metadata" in valid else None
-
     if "identity" in valid:
-        identity = d["identity"]
-        if not identity["description"].strip():
-            problems.append(
-                Problem("identity.description", "is required: say in a sentence what it does")
-            )
-        if entity_type in {"AGENT", "PROCESS"} and not identity["persona"]["system_prompt"].strip():
-            problems.append(
-                Problem(
-                    "identity.persona.system_prompt",
-                    f"is required for an {entity_type}: it defines the role, tone and "
-                    "constraints the model works under",
-                )
-            )
-        for index, constraint in enumerate(identity["persona"]["behavioral_constraints"]):
-            if isinstance(constraint, dict):
-                _parse_expression(
-                    constraint,
-                    "rule",
-                    f"identity.persona.behavioral_constraints[{index}].rule",
-                    problems,
-                )
-
+        problems += _identity_problems(d["identity"], entity_type)
     if "hierarchy" in valid:
-        for index, link in enumerate(d["hierarchy"]["children"]):
-            path = f"hierarchy.children[{index}].condition"
-            condition = link["condition"]
-            _parse_expression(condition, "expression", f"{path}.expression", problems)
-            incomplete = not condition["enabled"] or condition["expression"] in (None, "")
-            if link["relationship"] == "CONDITIONAL" and incomplete:
-                problems.append(
-                    Problem(
-                        path,
-                        "a CONDITIONAL child needs condition.enabled: true and a JSONLogic "
-                        "condition.expression",
-                    )
-                )
-
+        problems += _hierarchy_problems(d["hierarchy"])
     if "logic_gate" in valid:
         problems += _review_problems(d["logic_gate"]["review_mechanism"])
-
     if "planning" in valid:
         problems += _plan_problems(d["planning"])
-
     if "capabilities" in valid:
-        memory = d["capabilities"]["memory"]
-        if memory["enabled"] and memory["access_pattern"] == "SEMANTIC_SEARCH":
-            problems.append(
-                Problem(
-                    "capabilities.memory.access_pattern",
-                    "SEMANTIC_SEARCH is not supported yet; use FULL or RECENT_N",
-                )
-            )
-        if memory["enabled"] and memory["storage_backend"] == "VECTOR_DB":
-            problems.append(
-                Problem(
-                    "capabilities.memory.storage_backend",
-                    "VECTOR_DB is not supported yet; use POSTGRES_JSONB or REDIS",
-                )
-            )
-
+        problems += _memory_problems(d["capabilities"]["memory"])
     if "governance" in valid:
-        governance = d["governance"]
-        costs = governance["cost_controls"]
-        if (
-            costs["max_cost_usd"] is not None
-            and costs["alert_threshold_usd"] is not None
-            and costs["alert_threshold_usd"] > costs["max_cost_usd"]
-        ):
-            problems.append(
-                Problem(
-                    "governance.cost_controls.alert_threshold_usd",
-                    f"${costs['alert_threshold_usd']} is above max_cost_usd "
-                    f"(${costs['max_cost_usd']}), so the run would stop before the alert fires",
-                )
-            )
-        for index, checkpoint in enumerate(governance["human_oversight"]["hitl_checkpoints"]):
-            path = f"governance.human_oversight.hitl_checkpoints[{index}].condition"
-            _parse_expression(checkpoint, "condition", path, problems)
-            if checkpoint["trigger"] == "CUSTOM_CONDITION" and checkpoint["condition"] is None:
-                problems.append(
-                    Problem(path, "is required for a CUSTOM_CONDITION checkpoint (JSONLogic)")
-                )
-        validation = governance["safety_rails"]["output_validation"]
-        if validation["schema"] is not None:
-            problems += check_json_schema(
-                validation["schema"], "governance.safety_rails.output_validation.schema"
-            )
-        elif validation["enabled"]:
-            problems.append(
-                Problem(
-                    "governance.safety_rails.output_validation.schema",
-                    "is required when output_validation is enabled",
-                )
-            )
-
+        problems += _governance_problems(d["governance"])
     if "io_contract" in valid:
-        for part in ("input", "output"):
-            path = f"io_contract.{part}.schema"
-            schema = d["io_contract"][part]["schema"]
-            found = check_json_schema(schema, path)
-            problems += found
-            if not found and schema.get("type", "object") != "object":
+        problems += _io_contract_problems(d["io_contract"])
+    return problems
+
+
+def _identity_problems(identity: dict, entity_type: str | None) -> list[Problem]:
+    problems: list[Problem] = []
+    if not identity["description"].strip():
+        problems.append(
+            Problem("identity.description", "is required: say in a sentence what it does")
+        )
+    if entity_type in {"AGENT", "PROCESS"} and not identity["persona"]["system_prompt"].strip():
+        problems.append(
+            Problem(
+                "identity.persona.system_prompt",
+                f"is required for an {entity_type}: it defines the role, tone and "
+                "constraints the model works under",
+            )
+        )
+    for index, constraint in enumerate(identity["persona"]["behavioral_constraints"]):
+        if isinstance(constraint, dict):
+            _parse_expression(
+                constraint,
+                "rule",
+                f"identity.persona.behavioral_constraints[{index}].rule",
+                problems,
+            )
+    return problems
+
+
+def _hierarchy_problems(hierarchy: dict) -> list[Problem]:
+    problems: list[Problem] = []
+    for index, link in enumerate(hierarchy["children"]):
+        path = f"hierarchy.children[{index}].condition"
+        condition = link["condition"]
+        _parse_expression(condition, "expression", f"{path}.expression", problems)
+        incomplete = not condition["enabled"] or condition["expression"] in (None, "")
+        if link["relationship"] == "CONDITIONAL" and incomplete:
+            problems.append(
+                Problem(
+                    path,
+                    "a CONDITIONAL child needs condition.enabled: true and a JSONLogic "
+                    "condition.expression",
+                )
+            )
+    return problems
+
+
+def _memory_problems(memory: dict) -> list[Problem]:
+    problems: list[Problem] = []
+    if memory["enabled"] and memory["access_pattern"] == "SEMANTIC_SEARCH":
+        problems.append(
+            Problem(
+                "capabilities.memory.access_pattern",
+                "SEMANTIC_SEARCH is not supported yet; use FULL or RECENT_N",
+            )
+        )
+    if memory["enabled"] and memory["storage_backend"] == "VECTOR_DB":
+        problems.append(
+            Problem(
+                "capabilities.memory.storage_backend",
+                "VECTOR_DB is not supported yet; use POSTGRES_JSONB or REDIS",
+            )
+        )
+    return problems
+
+
+def _governance_problems(governance: dict) -> list[Problem]:
+    problems: list[Problem] = []
+    costs = governance["cost_controls"]
+    if (
+        costs["max_cost_usd"] is not None
+        and costs["alert_threshold_usd"] is not None
+        and costs["alert_threshold_usd"] > costs["max_cost_usd"]
+    ):
+        problems.append(
+            Problem(
+                "governance.cost_controls.alert_threshold_usd",
+                f"${costs['alert_threshold_usd']} is above max_cost_usd "
+                f"(${costs['max_cost_usd']}), so the run would stop before the alert fires",
+            )
+        )
+    for index, checkpoint in enumerate(governance["human_oversight"]["hitl_checkpoints"]):
+        path = f"governance.human_oversight.hitl_checkpoints[{index}].condition"
+        _parse_expression(checkpoint, "condition", path, problems)
+        if checkpoint["trigger"] == "CUSTOM_CONDITION" and checkpoint["condition"] is None:
+            problems.append(
+                Problem(path, "is required for a CUSTOM_CONDITION checkpoint (JSONLogic)")
+            )
+    validation = governance["safety_rails"]["output_validation"]
+    if validation["schema"] is not None:
+        problems += check_json_schema(
+            validation["schema"], "governance.safety_rails.output_validation.schema"
+        )
+    elif validation["enabled"]:
+        problems.append(
+            Problem(
+                "governance.safety_rails.output_validation.schema",
+                "is required when output_validation is enabled",
+            )
+        )
+    return problems
+
+
+def _io_contract_problems(io_contract: dict) -> list[Problem]:
+    problems: list[Problem] = []
+    for part in ("input", "output"):
+        path = f"io_contract.{part}.schema"
+        schema = io_contract[part]["schema"]
+        found = check_json_schema(schema, path)
+        problems += found
+        if not found and schema.get("type", "object") != "object":
+            problems.append(
+                Problem(
+                    f"{path}.type",
+                    f'must be "object": an entity\'s {part} is a JSON object of named fields',
+                )
+            )
+    for index, rule in enumerate(io_contract["input"]["validation_rules"]):
+        validator = rule["validator"]
+        if not FUNCTION_NAME.match(validator):
+            reason = patterns.pattern_problem(validator)
+            if reason:
                 problems.append(
                     Problem(
-                        f"{path}.type",
-                        f'must be "object": an entity\'s {part} is a JSON object of named fields',
+                        f"io_contract.input.validation_rules[{index}].validator",
+                        f"is neither a validator name nor a usable regex: {reason}",
                     )
                 )
-        for index, rule in enumerate(d["io_contract"]["input"]["validation_rules"]):
-            validator = rule["validator"]
-            if not FUNCTION_NAME.match(validator):
-                reason = patterns.pattern_problem(validator)
-                if reason:
-                    problems.append(
-                        Problem(
-                            f"io_contract.input.validation_rules[{index}].validator",
-                            f"is neither a validator name nor a usable regex: {reason}",
-                        )
-                    )
     return problems
 
 
@@ -659,29 +679,7 @@ def _plan_problems(planning: dict) -> list[Problem]:
                 )
             )
         step_ids.setdefault(step["step_id"], index)
-        target = step["target"]
-        if step["type"] == "CHILD_ENTITY_INVOCATION" and not target["entity_id"]:
-            problems.append(
-                Problem(
-                    f"{path}.target.entity_id", "is required for a CHILD_ENTITY_INVOCATION step"
-                )
-            )
-        if step["type"] == "TOOL_CALL" and not target["tool_id"]:
-            problems.append(Problem(f"{path}.target.tool_id", "is required for a TOOL_CALL step"))
-        if step["type"] != "CHILD_ENTITY_INVOCATION" and target["entity_id"]:
-            problems.append(
-                Problem(
-                    f"{path}.target.entity_id",
-                    f"is only used by CHILD_ENTITY_INVOCATION steps; this step is {step['type']}",
-                )
-            )
-        if step["type"] != "TOOL_CALL" and target["tool_id"]:
-            problems.append(
-                Problem(
-                    f"{path}.target.tool_id",
-                    f"is only used by TOOL_CALL steps; this step is {step['type']}",
-                )
-            )
+        problems += _step_target_problems(step, path)
         for c_index, exit_condition in enumerate(step["exit_conditions"]):
             _parse_expression(
                 exit_condition,
@@ -689,6 +687,40 @@ def _plan_problems(planning: dict) -> list[Problem]:
                 f"{path}.exit_conditions[{c_index}].condition",
                 problems,
             )
+    problems += _next_step_problems(steps, orders, base)
+    return problems
+
+
+def _step_target_problems(step: dict, path: str) -> list[Problem]:
+    """A step's target names what its type invokes, and nothing else."""
+    problems: list[Problem] = []
+    target = step["target"]
+    if step["type"] == "CHILD_ENTITY_INVOCATION" and not target["entity_id"]:
+        problems.append(
+            Problem(f"{path}.target.entity_id", "is required for a CHILD_ENTITY_INVOCATION step")
+        )
+    if step["type"] == "TOOL_CALL" and not target["tool_id"]:
+        problems.append(Problem(f"{path}.target.tool_id", "is required for a TOOL_CALL step"))
+    if step["type"] != "CHILD_ENTITY_INVOCATION" and target["entity_id"]:
+        problems.append(
+            Problem(
+                f"{path}.target.entity_id",
+                f"is only used by CHILD_ENTITY_INVOCATION steps; this step is {step['type']}",
+            )
+        )
+    if step["type"] != "TOOL_CALL" and target["tool_id"]:
+        problems.append(
+            Problem(
+                f"{path}.target.tool_id",
+                f"is only used by TOOL_CALL steps; this step is {step['type']}",
+            )
+        )
+    return problems
+
+
+def _next_step_problems(steps: list[dict], orders: dict[int, int], base: str) -> list[Problem]:
+    """An exit condition's next_step is a step's order (or END or ESCALATE)."""
+    problems: list[Problem] = []
     for index, step in enumerate(steps):
         for c_index, exit_condition in enumerate(step["exit_conditions"]):
             target = exit_condition["next_step"]

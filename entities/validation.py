@@ -285,11 +285,20 @@ def _register_placeholder(catalog: Catalog, draft: Draft) -> None:
 
 
 def _resolve(catalog: Catalog, draft: Draft, bundle_tools: set[str]) -> list[Problem]:
-    problems: list[Problem] = []
-    definition = draft.definition
-    label = draft.label
-    hierarchy = definition["hierarchy"]
+    """Resolve the draft's references (parent, children, tools, step targets) against the
+    catalog, recording what they resolve to on the draft; answers what does not resolve."""
+    return [
+        *_resolve_parent(catalog, draft),
+        *_resolve_children(catalog, draft),
+        *_tool_reference_problems(catalog, draft, bundle_tools),
+        *_resolve_step_targets(catalog, draft),
+    ]
 
+
+def _resolve_parent(catalog: Catalog, draft: Draft) -> list[Problem]:
+    problems: list[Problem] = []
+    label = draft.label
+    hierarchy = draft.definition["hierarchy"]
     parent_ref = hierarchy.get("parent_id")
     if parent_ref:
         draft.resolved_parent = catalog.resolve(parent_ref)
@@ -305,7 +314,13 @@ def _resolve(catalog: Catalog, draft: Draft, bundle_tools: set[str]) -> list[Pro
             problems.append(
                 Problem("hierarchy.parent_id", "an entity cannot be its own parent", label)
             )
+    return problems
 
+
+def _resolve_children(catalog: Catalog, draft: Draft) -> list[Problem]:
+    problems: list[Problem] = []
+    label = draft.label
+    hierarchy = draft.definition["hierarchy"]
     node = catalog.nodes[draft.key]
     draft.resolved_children = []
     for index, link in enumerate(hierarchy["children"]):
@@ -335,8 +350,15 @@ def _resolve(catalog: Catalog, draft: Draft, bundle_tools: set[str]) -> list[Pro
                 )
             )
         node.children.append(child)
+    return problems
 
-    tool_ids = {tool["tool_id"] for tool in definition["capabilities"]["tools"]}
+
+def _tool_reference_problems(
+    catalog: Catalog, draft: Draft, bundle_tools: set[str]
+) -> list[Problem]:
+    problems: list[Problem] = []
+    label = draft.label
+    definition = draft.definition
     for index, tool in enumerate(definition["capabilities"]["tools"]):
         if is_tool_reference(tool) and tool["tool_id"] not in catalog.tools | bundle_tools:
             problems.append(
@@ -347,7 +369,14 @@ def _resolve(catalog: Catalog, draft: Draft, bundle_tools: set[str]) -> list[Pro
                     label,
                 )
             )
+    return problems
 
+
+def _resolve_step_targets(catalog: Catalog, draft: Draft) -> list[Problem]:
+    problems: list[Problem] = []
+    label = draft.label
+    definition = draft.definition
+    tool_ids = {tool["tool_id"] for tool in definition["capabilities"]["tools"]}
     children = set(draft.resolved_children) - {None}
     draft.resolved_step_targets = []
     for index, step in enumerate(definition["planning"]["static_plan"]["steps"]):
@@ -388,18 +417,26 @@ def _resolve(catalog: Catalog, draft: Draft, bundle_tools: set[str]) -> list[Pro
 
 def graph_problems(catalog: Catalog, drafts: list[Draft]) -> list[Problem]:
     """Cycles, depth over max_recursion_depth and child budgets over the parent's."""
-    problems: list[Problem] = []
     drafts = [draft for draft in drafts if not draft.is_placeholder]
+    problems = _cycle_problems(catalog, drafts)
+    if problems or any(d.resolved_children.count(d.key) for d in drafts):
+        return problems
     draft_by_key = {d.key: d for d in drafts}
+    return [
+        *_depth_problems(catalog, drafts, draft_by_key),
+        *_budget_problems(catalog, drafts, draft_by_key),
+    ]
 
-    cyclic = False
+
+def _cycle_problems(catalog: Catalog, drafts: list[Draft]) -> list[Problem]:
+    """A child that is also an ancestor, for each draft's each child."""
+    problems: list[Problem] = []
     for draft in drafts:
         for index, child in enumerate(draft.resolved_children):
             if child is None or child == draft.key:
                 continue
             path = catalog.path_between(child, draft.key)
             if path is not None:
-                cyclic = True
                 chain = " → ".join(catalog.name(k) for k in [draft.key, *path])
                 problems.append(
                     Problem(
@@ -408,9 +445,14 @@ def graph_problems(catalog: Catalog, drafts: list[Draft]) -> list[Problem]:
                         draft.label,
                     )
                 )
-    if cyclic or any(d.resolved_children.count(d.key) for d in drafts):
-        return problems
+    return problems
 
+
+def _depth_problems(
+    catalog: Catalog, drafts: list[Draft], draft_by_key: dict[str, Draft]
+) -> list[Problem]:
+    """Nesting deeper than max_recursion_depth, of the drafts and of their ancestors."""
+    problems: list[Problem] = []
     memo: dict[str, list[str]] = {}
     affected = set(draft_by_key) | catalog.ancestors_of(draft_by_key)
     for key in sorted(affected, key=lambda k: catalog.name(k)):
@@ -439,7 +481,15 @@ def graph_problems(catalog: Catalog, drafts: list[Draft]) -> list[Problem]:
                     culprit.label,
                 )
             )
+    return problems
 
+
+def _budget_problems(
+    catalog: Catalog, drafts: list[Draft], draft_by_key: dict[str, Draft]
+) -> list[Problem]:
+    """Children's budgets adding up to more than their parent's, of the drafts and of their
+    parents."""
+    problems: list[Problem] = []
     budget_holders = set(draft_by_key)
     for key in draft_by_key:
         budget_holders.update(catalog.parents_of(key))
