@@ -319,34 +319,15 @@ def dashboard_metrics(
         completed_at__gte=window.previous_start,
         completed_at__lt=window.end,
     )
-    native = _native_percentile()
-    p95 = {"p95_ms": PercentileCont("execution_time_ms", 0.95)} if native else {}
+    p95 = {"p95_ms": PercentileCont("execution_time_ms", 0.95)} if _native_percentile() else {}
     buckets, current, previous = _run_buckets(finished, window, bucket, p95)
-    entity_p95: dict[Any, float | None] = {}
-    if native:
-        _period_p95(finished, window, current, previous, p95)
-        sampled = False
-    else:
-        sampled = _p95_in_python(
-            finished.annotate(bucket=bucket("completed_at")),
-            window,
-            buckets,
-            current,
-            previous,
-            entity_p95,
-        )
+    sampled, entity_p95 = _p95s(finished, window, bucket, buckets, current, previous, p95)
     statuses = _status_buckets(executions, window, bucket)
     scoped_approvals = _approvals(user, workspace, entity)
     approvals, approvals_previous, approval_buckets = _approval_buckets(
         scoped_approvals, window, bucket
     )
-    # The HITL queue now.
-    queue_depth = scoped_approvals.filter(status__in=OPEN, approval_required=True).count()
-    entities = (
-        _entity_rows(finished, window, p95, entity_p95 if not native else None)
-        if entity is None
-        else []
-    )
+    entities = [] if entity is not None else _entity_rows(finished, window, p95, entity_p95)
     return Dashboard(
         window=window,
         current=current,
@@ -356,7 +337,7 @@ def dashboard_metrics(
         approvals_previous=approvals_previous,
         approval_buckets=approval_buckets,
         statuses=statuses,
-        queue_depth=queue_depth,
+        queue_depth=scoped_approvals.filter(status__in=OPEN, approval_required=True).count(),
         entities=entities,
         alerts=_open_alerts(user, workspace, entity),
         p95_sampled=sampled,
@@ -398,11 +379,37 @@ def _run_buckets(
     return buckets, current, previous
 
 
+def _p95s(
+    finished: QuerySet[Run],
+    window: Window,
+    bucket: Callable[[str], BucketIndex],
+    buckets: dict[datetime, RunTally],
+    current: RunTally,
+    previous: RunTally,
+    p95: dict,
+) -> tuple[bool, dict[Any, float | None] | None]:
+    """The P95 of each period (a percentile does not add up from its buckets): by the
+    database when `p95` holds its aggregate, else from a sample read in Python, which gives
+    the entities' P95 too. Answers whether it sampled, and those entities' P95."""
+    if p95:
+        _period_p95(finished, window, current, previous, p95)
+        return False, None
+    entity_p95: dict[Any, float | None] = {}
+    sampled = _p95_in_python(
+        finished.annotate(bucket=bucket("completed_at")),
+        window,
+        buckets,
+        current,
+        previous,
+        entity_p95,
+    )
+    return sampled, entity_p95
+
+
 def _period_p95(
     finished: QuerySet[Run], window: Window, current: RunTally, previous: RunTally, p95: dict
 ) -> None:
-    """The P95 of each period, by the database (a percentile does not add up from its
-    buckets)."""
+    """The P95 of each period, by the database."""
     in_current = Case(
         When(completed_at__gte=window.start, then=Value(True)),
         default=Value(False),

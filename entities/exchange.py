@@ -42,6 +42,57 @@ def tools_of(workspace: Any) -> dict[str, Any]:
 def definition_of(entity: Entity, *, tools: dict[str, Any] | None = None) -> dict:
     """The entity in the seed's JSON format; tools are written out in full from the registry."""
     tools = tools_of(entity.workspace) if tools is None else tools
+    return {
+        "metadata": {
+            "id": entity.ref,
+            "version": entity.version,
+            "type": entity.type,
+            "created_at": isoformat(entity.created_at),
+            "updated_at": isoformat(entity.updated_at),
+            "created_by": entity.created_by.get_username() if entity.created_by else None,
+            "tags": list(entity.tags),
+            "status": entity.status,
+        },
+        "identity": {
+            "name": entity.name,
+            "display_name": entity.display_name,
+            "description": entity.description,
+            "persona": copy.deepcopy(entity.persona),
+            "icon": entity.icon or None,
+            "color": entity.color or None,
+        },
+        "hierarchy": _hierarchy_of(entity),
+        "logic_gate": copy.deepcopy(entity.logic_gate),
+        "planning": _planning_of(entity),
+        "capabilities": _capabilities_of(entity, tools),
+        "governance": copy.deepcopy(entity.governance),
+        "io_contract": copy.deepcopy(entity.io_contract),
+        "observability": copy.deepcopy(entity.observability),
+        "metadata_extensions": copy.deepcopy(entity.metadata_extensions),
+    }
+
+
+def _hierarchy_of(entity: Entity) -> dict:
+    links = sorted(entity.child_links.all(), key=lambda link: (link.order, link.pk))
+    return {
+        "parent_id": entity.parent.ref if entity.parent else None,
+        "children": [
+            {
+                "child_id": link.child.ref,
+                "child_type": link.child.type,
+                "relationship": link.relationship,
+                "condition": copy.deepcopy(link.condition),
+                "input_mapping": copy.deepcopy(link.input_mapping),
+            }
+            for link in links
+        ],
+        "is_atomic": entity.is_atomic,
+        "composition_depth": entity.composition_depth,
+    }
+
+
+def _planning_of(entity: Entity) -> dict:
+    """The planning section, its static plan's steps from the entity's PlanStep rows."""
     planning = copy.deepcopy(entity.planning)
     static_plan = planning.setdefault("static_plan", {})
     static_plan["steps"] = [
@@ -71,54 +122,17 @@ def definition_of(entity: Entity, *, tools: dict[str, Any] | None = None) -> dic
         "static_plan": static_plan,
         **{k: v for k, v in planning.items() if k != "static_plan"},
     }
+    return planning
+
+
+def _capabilities_of(entity: Entity, tools: dict[str, Any]) -> dict:
+    """The capabilities section, each tool written out in full when the registry has it."""
     capabilities = copy.deepcopy(entity.capabilities)
     capabilities["tools"] = [
         tools[ref["tool_id"]].as_definition() if ref["tool_id"] in tools else dict(ref)
         for ref in capabilities.get("tools", [])
     ]
-    links = sorted(entity.child_links.all(), key=lambda link: (link.order, link.pk))
-    return {
-        "metadata": {
-            "id": entity.ref,
-            "version": entity.version,
-            "type": entity.type,
-            "created_at": isoformat(entity.created_at),
-            "updated_at": isoformat(entity.updated_at),
-            "created_by": entity.created_by.get_username() if entity.created_by else None,
-            "tags": list(entity.tags),
-            "status": entity.status,
-        },
-        "identity": {
-            "name": entity.name,
-            "display_name": entity.display_name,
-            "description": entity.description,
-            "persona": copy.deepcopy(entity.persona),
-            "icon": entity.icon or None,
-            "color": entity.color or None,
-        },
-        "hierarchy": {
-            "parent_id": entity.parent.ref if entity.parent else None,
-            "children": [
-                {
-                    "child_id": link.child.ref,
-                    "child_type": link.child.type,
-                    "relationship": link.relationship,
-                    "condition": copy.deepcopy(link.condition),
-                    "input_mapping": copy.deepcopy(link.input_mapping),
-                }
-                for link in links
-            ],
-            "is_atomic": entity.is_atomic,
-            "composition_depth": entity.composition_depth,
-        },
-        "logic_gate": copy.deepcopy(entity.logic_gate),
-        "planning": planning,
-        "capabilities": capabilities,
-        "governance": copy.deepcopy(entity.governance),
-        "io_contract": copy.deepcopy(entity.io_contract),
-        "observability": copy.deepcopy(entity.observability),
-        "metadata_extensions": copy.deepcopy(entity.metadata_extensions),
-    }
+    return capabilities
 
 
 def export_workspace(workspace: Any, *, root: Entity | None = None) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -287,77 +288,12 @@ def _write(
 
     old_status = {item.key: item.entity.status for item in items if item.entity is not None}
     previous = _latest_definitions([item.entity for item in items if item.entity is not None])
-    key_to_entity: dict[str, Entity] = {}
-    created: set[str] = set()
+    key_to_entity, created = _entity_rows_written(
+        workspace, items, user=user, now=now, keep_timestamps=keep_timestamps
+    )
+    entity_for = _entity_resolver(items, key_to_entity)
     for item in items:
-        entity = item.entity
-        if entity is None:
-            entity = Entity(workspace=workspace, created_by=_user_or_none(user))
-            created.add(item.key)
-        _assign_columns(entity, item.definition, now=now, keep_timestamps=keep_timestamps)
-        entity.save()
-        key_to_entity[item.key] = entity
-
-    outside = {
-        key
-        for item in items
-        for key in [item.draft.resolved_parent, *item.draft.resolved_children]  # type: ignore[attr-defined]
-        + item.draft.resolved_step_targets  # type: ignore[attr-defined]
-        if key is not None and key not in key_to_entity
-    }
-    others = {
-        entity_key(e.pk): e
-        for e in Entity.objects.filter(pk__in=[uuid.UUID(key) for key in outside])
-    }
-
-    def entity_for(key: str | None) -> Entity | None:
-        if key is None:
-            return None
-        return key_to_entity.get(key) or others[key]
-
-    for item in items:
-        entity = key_to_entity[item.key]
-        draft: Draft = item.draft  # type: ignore[attr-defined]
-        entity.parent = entity_for(draft.resolved_parent)
-        entity.save(update_fields=["parent"])
-        entity.child_links.all().delete()
-        entity.plan_steps.all().delete()
-        ChildLink.objects.bulk_create(
-            ChildLink(
-                parent=entity,
-                child=entity_for(child_key),
-                relationship=link["relationship"],
-                condition=link["condition"],
-                order=position,
-                input_mapping=link["input_mapping"],
-            )
-            for position, (link, child_key) in enumerate(
-                zip(item.definition["hierarchy"]["children"], draft.resolved_children, strict=True),
-                start=1,
-            )
-        )
-        PlanStep.objects.bulk_create(
-            PlanStep(
-                entity=entity,
-                step_id=step["step_id"],
-                order=step["order"],
-                name=step["name"],
-                description=step["description"],
-                type=step["type"],
-                target_entity=entity_for(target_key),
-                target_tool_id=step["target"]["tool_id"] or "",
-                prompt_template=step["target"]["prompt_template"] or "",
-                required=step["required"],
-                exit_conditions=step["exit_conditions"],
-                input_mapping=step["input_mapping"],
-            )
-            for step, target_key in zip(
-                item.definition["planning"]["static_plan"]["steps"],
-                draft.resolved_step_targets,
-                strict=True,
-            )
-        )
-
+        _relations_written(key_to_entity[item.key], item, entity_for)
     _refresh_derived(workspace, catalog, key_to_entity)
 
     results: list[SaveResult] = []
@@ -380,6 +316,95 @@ def _write(
         results.append(SaveResult(entity=fresh, created=item.key in created, version=version))
         item.previous, item.before_status = before, before_status
     return results
+
+
+def _entity_rows_written(
+    workspace: Workspace, items: list[_Item], *, user: Any, now: datetime, keep_timestamps: bool
+) -> tuple[dict[str, Entity], set[str]]:
+    """Each item's Entity row, created or updated from its definition's columns; answers the
+    rows by key and the keys of the new ones."""
+    key_to_entity: dict[str, Entity] = {}
+    created: set[str] = set()
+    for item in items:
+        entity = item.entity
+        if entity is None:
+            entity = Entity(workspace=workspace, created_by=_user_or_none(user))
+            created.add(item.key)
+        _assign_columns(entity, item.definition, now=now, keep_timestamps=keep_timestamps)
+        entity.save()
+        key_to_entity[item.key] = entity
+    return key_to_entity, created
+
+
+def _entity_resolver(
+    items: list[_Item], key_to_entity: dict[str, Entity]
+) -> Callable[[str | None], Entity | None]:
+    """The entity of a resolved key: one just written, or one outside the items (all read in
+    one query)."""
+    outside = {
+        key
+        for item in items
+        for key in [item.draft.resolved_parent, *item.draft.resolved_children]  # type: ignore[attr-defined]
+        + item.draft.resolved_step_targets  # type: ignore[attr-defined]
+        if key is not None and key not in key_to_entity
+    }
+    others = {
+        entity_key(e.pk): e
+        for e in Entity.objects.filter(pk__in=[uuid.UUID(key) for key in outside])
+    }
+
+    def entity_for(key: str | None) -> Entity | None:
+        if key is None:
+            return None
+        return key_to_entity.get(key) or others[key]
+
+    return entity_for
+
+
+def _relations_written(
+    entity: Entity, item: _Item, entity_for: Callable[[str | None], Entity | None]
+) -> None:
+    """The entity's parent, child links and plan steps, as its definition resolved them."""
+    draft: Draft = item.draft  # type: ignore[attr-defined]
+    entity.parent = entity_for(draft.resolved_parent)
+    entity.save(update_fields=["parent"])
+    entity.child_links.all().delete()
+    entity.plan_steps.all().delete()
+    ChildLink.objects.bulk_create(
+        ChildLink(
+            parent=entity,
+            child=entity_for(child_key),
+            relationship=link["relationship"],
+            condition=link["condition"],
+            order=position,
+            input_mapping=link["input_mapping"],
+        )
+        for position, (link, child_key) in enumerate(
+            zip(item.definition["hierarchy"]["children"], draft.resolved_children, strict=True),
+            start=1,
+        )
+    )
+    PlanStep.objects.bulk_create(
+        PlanStep(
+            entity=entity,
+            step_id=step["step_id"],
+            order=step["order"],
+            name=step["name"],
+            description=step["description"],
+            type=step["type"],
+            target_entity=entity_for(target_key),
+            target_tool_id=step["target"]["tool_id"] or "",
+            prompt_template=step["target"]["prompt_template"] or "",
+            required=step["required"],
+            exit_conditions=step["exit_conditions"],
+            input_mapping=step["input_mapping"],
+        )
+        for step, target_key in zip(
+            item.definition["planning"]["static_plan"]["steps"],
+            draft.resolved_step_targets,
+            strict=True,
+        )
+    )
 
 
 def _audit_save(
