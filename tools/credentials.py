@@ -233,10 +233,25 @@ class Authenticator:
     def _fetch(self, prepared: Prepared, tool_id: str) -> tuple[Redacted, float]:
         client = prepared.client
         assert client is not None
-        problem = _Problem(tool_id, prepared.ref, OAUTH2)
         url, host = http_request.checked_url(
             client.token_url, what=f"the token_url of secret {prepared.ref!r}", tool_id=tool_id
         )
+        status, body = self._token_response(client, url, host, tool_id)
+        token, lifetime = _token_answered(status, _json_or_none(body), prepared, tool_id, host)
+        logger.info(
+            "tool %s: OAuth2 token from %s for secret %s, valid %.0f s",
+            tool_id,
+            host,
+            prepared.ref,
+            lifetime,
+        )
+        return Redacted(token, "OAuth2 token"), lifetime
+
+    def _token_response(
+        self, client: Any, url: httpx.URL, host: str, tool_id: str
+    ) -> tuple[int, bytes]:
+        """POST the client credentials grant to the checked token_url, at the address it
+        was checked at; answers the status and the (capped) body."""
         address = http_request.resolve(url, host)
         # RFC 6749 §2.3.1: the id and secret are form-encoded before they are joined.
         pair = f"{quote(client.client_id.reveal(), safe='')}:"
@@ -244,7 +259,6 @@ class Authenticator:
         form = {"grant_type": "client_credentials"}
         if client.scope:
             form["scope"] = client.scope
-        where = f"the OAuth2 token endpoint {host}"
         try:
             with httpx.Client(
                 trust_env=False, follow_redirects=False, timeout=self.timeout_s
@@ -268,48 +282,49 @@ class Authenticator:
                     response.close()
         except httpx.TimeoutException:
             raise ToolError(
-                f"tool {tool_id}: {where} did not answer within {self.timeout_s:g} s",
+                f"tool {tool_id}: the OAuth2 token endpoint {host} did not answer within "
+                f"{self.timeout_s:g} s",
                 code=TIMEOUT,
             ) from None
         except httpx.HTTPError as exc:
             raise ToolError(
                 f"tool {tool_id}: the OAuth2 token request to {host} failed: {type(exc).__name__}"
             ) from None
-        status = response.status_code
-        answer = _json_or_none(body)
-        if status >= 500 or status in http_request.RETRYABLE_CLIENT_ERRORS:
-            raise ToolError(f"tool {tool_id}: {where} answered HTTP {status}")
-        if 300 <= status < 400:
-            raise problem.server(
-                where,
-                f"answered with a redirect (HTTP {status}), which is not followed; set "
-                "token_url to the address that answers",
-            )
-        if status >= 400:
-            error = answer.get("error") if isinstance(answer, dict) else None
-            code = f", {error}" if isinstance(error, str) and _OAUTH_ERROR.match(error) else ""
-            raise ToolError(
-                f"tool {tool_id}: {where} refused the client credentials of secret "
-                f"{prepared.ref!r} (HTTP {status}{code})",
-                permanent=True,
-            )
-        if not isinstance(answer, dict):
-            raise problem.server(where, "answered without a JSON object")
-        token = answer.get("access_token")
-        if not isinstance(token, str) or not token.strip() or _breaks_a_header(token):
-            raise problem.server(where, "answered without a usable access_token")
-        token_type = answer.get("token_type", "Bearer")
-        if not isinstance(token_type, str) or token_type.lower() != "bearer":
-            raise problem.server(where, f"gave a token of type {token_type!r}; only Bearer is sent")
-        lifetime = _lifetime(answer.get("expires_in"))
-        logger.info(
-            "tool %s: OAuth2 token from %s for secret %s, valid %.0f s",
-            tool_id,
-            host,
-            prepared.ref,
-            lifetime,
+        return response.status_code, body
+
+
+def _token_answered(
+    status: int, answer: Any, prepared: Prepared, tool_id: str, host: str
+) -> tuple[str, float]:
+    """The access token and its lifetime from the token endpoint's answer, or the ToolError
+    that says what was wrong with it (retryable when the endpoint may answer better later)."""
+    problem = _Problem(tool_id, prepared.ref, OAUTH2)
+    where = f"the OAuth2 token endpoint {host}"
+    if status >= 500 or status in http_request.RETRYABLE_CLIENT_ERRORS:
+        raise ToolError(f"tool {tool_id}: {where} answered HTTP {status}")
+    if 300 <= status < 400:
+        raise problem.server(
+            where,
+            f"answered with a redirect (HTTP {status}), which is not followed; set "
+            "token_url to the address that answers",
         )
-        return Redacted(token.strip(), "OAuth2 token"), lifetime
+    if status >= 400:
+        error = answer.get("error") if isinstance(answer, dict) else None
+        code = f", {error}" if isinstance(error, str) and _OAUTH_ERROR.match(error) else ""
+        raise ToolError(
+            f"tool {tool_id}: {where} refused the client credentials of secret "
+            f"{prepared.ref!r} (HTTP {status}{code})",
+            permanent=True,
+        )
+    if not isinstance(answer, dict):
+        raise problem.server(where, "answered without a JSON object")
+    token = answer.get("access_token")
+    if not isinstance(token, str) or not token.strip() or _breaks_a_header(token):
+        raise problem.server(where, "answered without a usable access_token")
+    token_type = answer.get("token_type", "Bearer")
+    if not isinstance(token_type, str) or token_type.lower() != "bearer":
+        raise problem.server(where, f"gave a token of type {token_type!r}; only Bearer is sent")
+    return token.strip(), _lifetime(answer.get("expires_in"))
 
 
 DEFAULT_AUTHENTICATOR = Authenticator()
