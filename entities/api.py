@@ -747,6 +747,29 @@ class WorkspaceExport(APIView):
         return Response(export_workspace(workspace, root=root))
 
 
+# What the import takes: an export document, or a list of definitions (or one definition).
+IMPORT_REQUEST = {
+    "application/json": {
+        "oneOf": [
+            {"$ref": "#/components/schemas/ExportDocument"},
+            {"type": "array", "items": {"type": "object"}, "minItems": 1},
+        ]
+    }
+}
+IMPORT_EXAMPLE = OpenApiExample(
+    "An export",
+    value={
+        "entities": [
+            {
+                **EXAMPLE_DEFINITION,
+                "identity": {**EXAMPLE_DEFINITION["identity"], "name": "imported"},
+            }
+        ]
+    },
+    request_only=True,
+)
+
+
 class WorkspaceImport(APIView):
     @extend_schema(
         tags=["entities"],
@@ -757,28 +780,8 @@ class WorkspaceImport(APIView):
         "`metadata.id` (or, without one, whose name) matches an entity of the workspace "
         "updates it. Needs the designer role.",
         parameters=[WORKSPACE_REF],
-        request={
-            "application/json": {
-                "oneOf": [
-                    {"$ref": "#/components/schemas/ExportDocument"},
-                    {"type": "array", "items": {"type": "object"}, "minItems": 1},
-                ]
-            }
-        },
-        examples=[
-            OpenApiExample(
-                "An export",
-                value={
-                    "entities": [
-                        {
-                            **EXAMPLE_DEFINITION,
-                            "identity": {**EXAMPLE_DEFINITION["identity"], "name": "imported"},
-                        }
-                    ]
-                },
-                request_only=True,
-            )
-        ],
+        request=IMPORT_REQUEST,
+        examples=[IMPORT_EXAMPLE],
         responses={
             200: ImportResultSerializer,
             **error_responses(400, 403, 404, 415),

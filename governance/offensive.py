@@ -201,22 +201,7 @@ def find_offensive(
         return results
     segments = [(i, start, end) for i, text in enumerate(texts) for start, end in _segments(text)]
     masked = [_mask(texts[index][start:end]) for index, start, end in segments]
-    words: list[list[tuple[int, int, str]]] = []
-    known: dict[str, float] = {}  # word scores, copied: another thread may clear the cache
-    pending: set[str] = set()
-    if profanity:
-        for (_, start, _), text in zip(segments, masked, strict=True):
-            found = [
-                (start + m.start(), start + m.end(), m.group().lower())
-                for m in _WORD.finditer(text)
-            ]
-            words.append(found)
-            for _, _, word in found:
-                cached = _word_scores.get(word)
-                if cached is None:
-                    pending.add(word)
-                else:
-                    known[word] = cached
+    words, known, pending = _segment_words(segments, masked) if profanity else ([], {}, set())
     # One model call: every segment with words left after masking, then the words not seen yet.
     scored_segments = [text for text in masked if text.strip()]
     new_words = sorted(pending)
@@ -253,6 +238,28 @@ def find_offensive(
     for hits in results:
         hits.sort(key=lambda hit: (hit.start, hit.end, hit.kind, hit.detail))
     return results
+
+
+def _segment_words(
+    segments: list[tuple[int, int, int]], masked: list[str]
+) -> tuple[list[list[tuple[int, int, str]]], dict[str, float], set[str]]:
+    """Each segment's words with their place in its text; the scores of the words scored
+    before (copied: another thread may clear the cache); the words not scored yet."""
+    words: list[list[tuple[int, int, str]]] = []
+    known: dict[str, float] = {}
+    pending: set[str] = set()
+    for (_, start, _), text in zip(segments, masked, strict=True):
+        found = [
+            (start + m.start(), start + m.end(), m.group().lower()) for m in _WORD.finditer(text)
+        ]
+        words.append(found)
+        for _, _, word in found:
+            cached = _word_scores.get(word)
+            if cached is None:
+                pending.add(word)
+            else:
+                known[word] = cached
+    return words, known, pending
 
 
 def _segments(text: str) -> list[tuple[int, int]]:
