@@ -483,8 +483,8 @@ def _entity_rows(
     p95: dict,
     sampled_p95: dict[Any, float | None] | None,
 ) -> list[EntityRow]:
-    """Cost by entity: the entities whose executions cost most in the period (their P95
-    from `sampled_p95` when the database has no percentile)."""
+    """Cost by entity: the entities whose executions cost most in the period (their P95 is
+    the sampled one, `sampled_p95`, when the database has no percentile)."""
     entities = []
     for row in (
         finished.filter(completed_at__gte=window.start)
