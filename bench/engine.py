@@ -22,7 +22,7 @@ so the difference to a run without shows what checking them costs per node.
 
 Prints a summary, or one JSON line with --json: nodes, wall_s, per_node_ms, queries_per_node
 and round_trips_per_node (sync only, where they are counted in this process: queries sent,
-BEGIN and COMMIT included (a transaction sent whole is one), and the exchanges with the
+BEGIN and COMMIT included (each statement of a pipeline counts), and the exchanges with the
 database the worker waited for), cpu_ms_per_node (sync only), db_cpu_ms_per_node (sync,
 PostgreSQL on this host: its backend process's CPU), rows_per_node, peak_rss_mb (this process)
 and worker_peak_rss_mb (celery). On PostgreSQL also db_connections_peak (the most connections
@@ -59,7 +59,7 @@ os.environ.setdefault("ALLOWED_HOSTS", "localhost")
 
 import django  # noqa: E402
 import psycopg  # noqa: E402
-from psycopg.pq import TransactionStatus  # noqa: E402
+from psycopg.pq import PipelineStatus, TransactionStatus  # noqa: E402
 
 django.setup()
 
@@ -205,10 +205,11 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
 
     safety.scan("warm up: +44 20 7946 0958", ["PII"])  # the PII scanner's data, loaded once
     # Queries: every query sent, BEGIN and COMMIT included (a transaction's statements sent
-    # together as one query, runs/sql.py `one_trip`, count once); round trips: each exchange
-    # the engine waits for (no pipelines: every query is one). Counted by wrapping the public
-    # methods that send them (psycopg's Cursor.execute, Connection.commit and rollback, and
-    # the BEGIN psycopg sends before a query outside autocommit), on whichever connection the
+    # together in a pipeline, runs/sql.py `one_trip`, count each); round trips: each exchange
+    # the engine waits for (a query outside a pipeline, a pipeline's Sync). Counted by
+    # wrapping the public methods that send them (psycopg's Cursor.execute, Connection.commit
+    # and rollback, Pipeline.sync and the end of a pipeline, and the BEGIN psycopg sends before
+    # a query outside autocommit), on whichever connection the
     # pool hands this thread (the lease heartbeat's thread not); on SQLite, under Django's
     # execute wrapper (there runs/sql.py's statements go through Django's cursors).
     counted = {"round_trips": 0, "queries": 0}
@@ -216,10 +217,10 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
     counting_thread = threading.get_ident()
     restore: list = []
 
-    def sent(queries: int = 1) -> None:
+    def sent(queries: int = 1, round_trips: int | None = None) -> None:
         if threading.get_ident() == counting_thread:
             counted["queries"] += queries
-            counted["round_trips"] += queries
+            counted["round_trips"] += queries if round_trips is None else round_trips
 
     if not postgresql:
 
@@ -243,12 +244,25 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
             "execute": psycopg.Cursor.execute,
             "commit": psycopg.Connection.commit,
             "rollback": psycopg.Connection.rollback,
+            "sync": psycopg.Pipeline.sync,
+            "exit": psycopg.Pipeline.__exit__,
         }
 
         def counting_execute(self, query, params=None, **kwargs):  # noqa: ANN001, ANN202
             raw = self.connection
-            sent(1 + (not raw.autocommit and raw.info.transaction_status == IDLE))
+            queries = 1 + (not raw.autocommit and raw.info.transaction_status == IDLE)
+            # In a pipeline a statement is queued: its round trip is the pipeline's Sync.
+            piped = raw.pgconn.pipeline_status != PipelineStatus.OFF
+            sent(queries, 0 if piped else queries)
             return originals["execute"](self, query, params, **kwargs)
+
+        def counting_sync(self):  # noqa: ANN001, ANN202
+            sent(0, 1)
+            return originals["sync"](self)
+
+        def counting_exit(self, *exc):  # noqa: ANN001, ANN202
+            sent(0, 1)  # the pipeline's Sync, waited for
+            return originals["exit"](self, *exc)
 
         def counting_commit(self):  # noqa: ANN001, ANN202
             sent()
@@ -261,6 +275,10 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
         psycopg.Cursor.execute = counting_execute
         psycopg.Connection.commit = counting_commit
         psycopg.Connection.rollback = counting_rollback
+        psycopg.Pipeline.sync = counting_sync
+        psycopg.Pipeline.__exit__ = counting_exit
+        restore.append(lambda: setattr(psycopg.Pipeline, "sync", originals["sync"]))
+        restore.append(lambda: setattr(psycopg.Pipeline, "__exit__", originals["exit"]))
         restore.append(lambda: setattr(psycopg.Cursor, "execute", originals["execute"]))
         restore.append(lambda: setattr(psycopg.Connection, "commit", originals["commit"]))
         restore.append(lambda: setattr(psycopg.Connection, "rollback", originals["rollback"]))

@@ -168,9 +168,8 @@ try:
         DATABASE_URL,
         conn_max_age=env_int("DB_CONN_MAX_AGE", 0),
         # A kept connection (SQLite: DB_CONN_MAX_AGE, an inline executor thread's) is checked
-        # before its first use in a request or a step; PostgreSQL's pool checks each one it
-        # hands out. One the database dropped while it sat idle is replaced instead of
-        # failing the work.
+        # before its first use in a request or a step. One the database dropped while it sat
+        # idle is replaced instead of failing the work. (PostgreSQL: see the pool below.)
         conn_health_checks=env_bool("DB_CONN_HEALTH_CHECKS", True),
     )
 except ValueError as exc:
@@ -202,6 +201,15 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
     _pool_min, _pool_max = env_int("DB_POOL_MIN_SIZE", 2), env_int("DB_POOL_MAX_SIZE", 10)
     if _pool_max < 1 or not 0 <= _pool_min <= _pool_max:
         raise ImproperlyConfigured("DB_POOL_MAX_SIZE is 1 or more, DB_POOL_MIN_SIZE 0 to it")
+    # With checks on, the pool checks every connection it hands out: an empty query, a round
+    # trip each time a thread takes one, which is after every model call (a thread hands its
+    # connection back before it waits: runs/executors.py) and was a quarter of the engine's
+    # round trips per node. Off by default: a thread checks the connection it takes after a
+    # wait outside the database of a second or more instead (`check_after_waiting`), where a
+    # dropped connection would cost a model call's answer; a connection dropped while idle
+    # fails the query that takes it (the pool then replaces it) and the run goes on from the
+    # sweeper. DB_CONN_HEALTH_CHECKS=1 has the pool check every connection again.
+    _db["CONN_HEALTH_CHECKS"] = env_bool("DB_CONN_HEALTH_CHECKS", False)
     _options["pool"] = {
         "min_size": _pool_min,
         "max_size": _pool_max,

@@ -4,6 +4,7 @@ litellm gateway, the tool runner, the executors."""
 from __future__ import annotations
 
 import threading
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -14,7 +15,7 @@ from governance.vault import PiiCipher
 from runs.approval_desk import approval_desk
 from runs.engine.core import Engine
 from runs.engine.ports import ModelClient, ModelReply, ModelRequest
-from runs.executors import enqueue, enqueue_at, release_before_waiting
+from runs.executors import check_after_waiting, enqueue, enqueue_at, release_before_waiting
 from runs.gateway import LiteLLMGateway
 from runs.store import OrmRunStore
 from tools.runner import RegistryToolRunner
@@ -25,14 +26,19 @@ _shared = threading.local()
 class ReleasingModel:
     """The model client, handing this thread's database connection back to the pool before
     each call (`runs.executors.release_before_waiting`): a thread waiting seconds on a model
-    holds no connection, so a worker's threads share a few. Its next query takes one again."""
+    holds no connection, so a worker's threads share a few. Its next query takes one again,
+    checked after a long wait (`runs.executors.check_after_waiting`)."""
 
     def __init__(self, model: ModelClient) -> None:
         self.model = model
 
     def complete(self, request: ModelRequest) -> ModelReply:
         release_before_waiting()
-        return self.model.complete(request)
+        started = time.monotonic()
+        try:
+            return self.model.complete(request)
+        finally:
+            check_after_waiting(time.monotonic() - started)
 
     def count_tokens(self, model: str, text: str) -> int:
         return self.model.count_tokens(model, text)

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from django.conf import settings
-from django.db import close_old_connections, connections, transaction
+from django.db import DatabaseError, close_old_connections, connections, transaction
 from django.db.backends.signals import connection_created
 from psycopg.pq import TransactionStatus
 
@@ -134,6 +134,33 @@ def release_before_waiting() -> None:
         pooled = connection.connection is not None and _pooled(connection)
         if pooled and _outside_a_transaction(connection):
             connection.close()
+
+
+# A wait outside the database this long or longer (a real model's answer) is followed by a
+# check of the connection the thread takes next: one round trip, little beside the wait.
+CHECK_AFTER_WAIT_S = 1.0
+
+
+def check_after_waiting(waited_s: float) -> None:
+    """After a wait outside the database of CHECK_AFTER_WAIT_S or more (a model call), take a
+    pooled connection for this thread and check it, replacing one the database dropped while
+    the thread waited (a restart, a failover, a firewall's idle timeout), so that what the
+    thread waited for is written instead of lost with a failed step. Nothing when the pool
+    checks every connection it hands out itself (DB_CONN_HEALTH_CHECKS=1), or for an
+    unpooled connection (Django checks a kept one before a step)."""
+    if waited_s < CHECK_AFTER_WAIT_S:
+        return
+    for connection in connections.all(initialized_only=True):
+        if not _pooled(connection) or connection.settings_dict.get("CONN_HEALTH_CHECKS"):
+            continue
+        pool = connection.settings_dict["OPTIONS"]["pool"]
+        tries = int(pool.get("max_size", 1) if isinstance(pool, dict) else 1) + 1
+        for _ in range(tries):  # every connection of the pool may have been dropped
+            with contextlib.suppress(DatabaseError):  # a query on connecting met it dropped
+                connection.ensure_connection()
+                if connection.is_usable():
+                    break
+            connection.close()  # back to the pool, which drops a broken one and opens another
 
 
 def _inline_pool() -> ThreadPoolExecutor:

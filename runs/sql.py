@@ -114,16 +114,18 @@ def one_trip(*, careful: bool = False) -> Iterator[bool]:
     """One transaction, sent to the database whole where it can be: yields whether it is.
 
     On PostgreSQL, outside any other transaction (and unless `careful`), the block's
-    statements are queued (`_Batch`) and sent at its end as one query of several statements,
-    on a client-binding cursor of psycopg's (`psycopg.ClientCursor`, as Django's own): one
-    round trip, and the server runs a query of several statements as one transaction, all or
-    nothing, so Django's connection stays in autocommit. A step's write is four or five
-    statements: one round trip instead of seven (BEGIN, each statement, COMMIT) is most of
-    what the database costs the engine's worker. Statements answer through `Later`, read
-    after the block. Whatever must stop the transaction is checked by the database itself
-    (the fenced writes call hierarch_lease_lost()): an error of any statement undoes the
-    whole query and is raised as Django's error, and an exception of the block's own drops
-    what is queued. Hooks given to `on_commit` run after the commit.
+    statements are queued (`_Batch`) and sent at its end in psycopg's pipeline
+    (`Connection.pipeline()`), each on a cursor binding its parameters on the server, so
+    psycopg prepares the statements a connection runs again and again (the setting
+    HIERARCH_PREPARE_STATEMENTS, see the module's docstring): one round trip, and Django's
+    connection stays in autocommit, where the server runs what comes before the pipeline's
+    one Sync as one transaction, all or nothing. A step's write is four or five statements:
+    one round trip instead of seven (BEGIN, each statement, COMMIT) is most of what the
+    database costs the engine's worker. Statements answer through `Later`, read after the
+    block. Whatever must stop the transaction is checked by the database itself (the fenced
+    writes call hierarch_lease_lost()): an error of any statement undoes them all and is
+    raised as Django's error, and an exception of the block's own drops what is queued.
+    Hooks given to `on_commit` run after the commit.
 
     When the block needs the database before its end (an answer read inside it, a query of
     the ORM's, a statement that reads), a transaction of Django's (`atomic()`) is opened
@@ -199,16 +201,19 @@ class _Batch:
         statements, answers = self.statements, self.answers
         self.statements, self.answers = [], []
         self.connection.ensure_connection()
-        with self.connection.wrap_database_errors:
-            cursor = psycopg.ClientCursor(self.connection.connection)
-            try:
-                # Each statement's values merged into it on its own (psycopg keeps how each
-                # statement's text splits), then all of them sent as one query.
-                cursor.execute("; ".join(cursor.mogrify(sql, params) for sql, params in statements))
-                for answer in answers:  # one result a statement, in order
-                    answer.take(cursor)
-                    cursor.nextset()
-            finally:
+        raw = self.connection.connection
+        # A cursor each: a pipeline's results land in the cursor that sent the statement.
+        cursors = [psycopg.Cursor(raw) for _ in statements]
+        try:
+            with self.connection.wrap_database_errors, raw.pipeline():
+                # Sent as they come and answered together at the pipeline's end (its Sync):
+                # outside Django's transaction the server runs them as one.
+                for cursor, (sql, params) in zip(cursors, statements, strict=True):
+                    cursor.execute(sql, params)
+            for answer, cursor in zip(answers, cursors, strict=True):
+                answer.take(cursor)
+        finally:
+            for cursor in cursors:
                 cursor.close()
 
     def before_djangos(self, execute: Any, sql: Any, params: Any, many: Any, context: Any) -> Any:

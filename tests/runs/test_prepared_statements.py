@@ -89,10 +89,15 @@ def test_the_engines_statements_are_prepared_and_the_orms_are_not(reconnect, top
     runs_to_the_end(top)
 
     statements = prepared()
-    # The claim of a run, sent alone at the start of each step (a transaction's writes go
-    # together in one query, runs/sql.py `one_trip`, which is never prepared).
+    # The claim of a run, sent alone at the start of each step.
     claim = f'UPDATE "{Run._meta.db_table}" SET lease_owner = $1'  # noqa: S608 - a model's table
     assert any(statement.startswith(claim) for statement in statements), statements
+    # And the writes a transaction sends together in psycopg's pipeline (runs/sql.py
+    # `one_trip`): a step's fenced write of its run, and the numbering of its events.
+    fenced = f'WITH w AS (UPDATE "{Run._meta.db_table}" SET '  # noqa: S608 - a model's table
+    assert any(statement.startswith(fenced) for statement in statements), statements
+    events = f'WITH s AS (INSERT INTO "{TraceSequence._meta.db_table}"'  # noqa: S608
+    assert any(statement.startswith(events) for statement in statements), statements
     # Every one binds its parameters on the server: none is one of Django's client-bound ones.
     assert all("$1" in statement for statement in statements), statements
 

@@ -29,8 +29,9 @@ from tools.models import RecordedRow
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     postgresql_only(
-        "PostgreSQL only: these test its writes sent as one query; on SQLite every write is an "
-        "ordinary transaction, which the other run tests cover (CI runs this file on PostgreSQL)",
+        "PostgreSQL only: these test its writes sent together in one round trip; on SQLite "
+        "every write is an ordinary transaction, which the other run tests cover (CI runs "
+        "this file on PostgreSQL)",
     ),
 ]
 

@@ -18,8 +18,9 @@ import threading
 from decimal import Decimal
 from pathlib import Path
 
+import psycopg
 import pytest
-from django.db import connection, connections, transaction
+from django.db import OperationalError, connection, connections, transaction
 
 from runs import executors
 from runs.engine.ports import ModelReply, ModelRequest
@@ -158,6 +159,62 @@ def test_the_engine_wiring_holds_no_connection_while_the_model_answers():
     assert ReleasingModel(watching).count_tokens("offline", "four words of text") > 0
 
 
+class Dropping:
+    """A model client whose call lasts while the database drops every connection of the pool,
+    as a restart or a failover would (the offline model answers)."""
+
+    def __init__(self, model) -> None:  # noqa: ANN001
+        self.model = model
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        params = connection.get_connection_params()
+        params.pop("pool", None)
+        with psycopg.connect(**params, autocommit=True) as other:
+            other.execute(
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND backend_type = 'client backend' "
+                "AND pid <> pg_backend_pid()"
+            )
+        return self.model.complete(request)
+
+
+HELLO = ModelRequest(
+    provider="local", model="offline", messages=({"role": "user", "content": "hi"},)
+)
+
+
+@pooled
+def test_after_a_long_wait_the_thread_replaces_a_connection_the_database_dropped(monkeypatch):
+    monkeypatch.setattr(executors, "CHECK_AFTER_WAIT_S", 0.0)  # this call's wait counts as long
+    before = backend()
+
+    reply = ReleasingModel(Dropping(parts()[0].model)).complete(HELLO)
+
+    assert reply.content
+    assert connection.connection is not None  # taken and checked before the engine writes
+    assert backend() not in (before, None)  # a new connection, and the query went through
+
+
+@pooled
+def test_after_a_short_wait_the_connection_is_not_checked(monkeypatch):
+    """No round trip after a model that answered at once: the pool does not check what it
+    hands out either (DB_CONN_HEALTH_CHECKS off), so a connection dropped meanwhile fails the
+    query that meets it, and the pool replaces it."""
+    assert not connection.settings_dict["CONN_HEALTH_CHECKS"]
+    monkeypatch.setattr(executors, "CHECK_AFTER_WAIT_S", 3600.0)
+    backend()
+
+    ReleasingModel(Dropping(parts()[0].model)).complete(HELLO)
+
+    assert connection.connection is None  # nothing taken after the wait
+    with pytest.raises(OperationalError):
+        backend()
+    connection.close()  # the pool drops the broken connection
+    executors.check_after_waiting(3600.0)  # what a long wait does: the next one is checked
+    assert backend()
+
+
+@pooled
 def test_the_engine_wiring_lets_go_before_a_network_tool_only():
     runner = parts()[1]
     assert runner.before_waiting is executors.release_before_waiting
