@@ -5,11 +5,11 @@
 
 A worker runs HIERARCH_WORKER_CONCURRENCY steps at once in a pool of threads (the settings'
 CELERY_WORKER_POOL and CELERY_WORKER_CONCURRENCY), its database connections bounded by the
-process's pool (DB_POOL_MAX_SIZE); the runs its steps start or wake go to its own free threads
-before the broker (HIERARCH_WORKER_OWN_HINTS, runs/executors.py). `WORKER_COMMAND` is the command the README deploys and the
-benchmark starts. The broker is CELERY_BROKER_URL (redis://… or amqp://…); every CELERY_*
-setting is in config/settings.py. Nothing here imports litellm: the gateway imports it on the
-first model call.
+process's pool (DB_POOL_MAX_SIZE); the runs its steps start or wake go to its own free
+threads before the broker (HIERARCH_WORKER_OWN_HINTS, runs/executors.py). `WORKER_COMMAND` is
+the command the README deploys and the benchmark starts. The broker is CELERY_BROKER_URL
+(redis://… or amqp://…); every CELERY_* setting is in config/settings.py. Nothing here imports
+litellm: the gateway imports it on the first model call.
 """
 
 from __future__ import annotations
