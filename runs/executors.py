@@ -204,7 +204,7 @@ _worker_pool: ThreadPoolExecutor | None = None
 
 
 def worker_hints_install(slots: int) -> None:
-    """In a Celery worker process (config/celery.py, once the worker is ready): hints of its
+    """In a Celery worker process (config/celery.py, as the worker starts): hints of its
     own steps may go to its own threads, while fewer than `slots` steps are in flight here.
     0 turns it off (when the worker stops: hints go to the broker again)."""
     global _worker_slots, _worker_pool
