@@ -272,6 +272,10 @@ HIERARCH_ENGINE = {
     # leases taken in the same commits, no hint and no claim) for up to this long, then
     # hands the next one to any worker. 0 turns it off: every run goes through the queue.
     "HANDOFF_SECONDS": env_float("HIERARCH_HANDOFF_SECONDS", 1.0),
+    # A Celery worker hands the other runs a step starts or wakes to its own free threads
+    # (fewer steps in flight than its concurrency) before the broker (runs/executors.py).
+    # 0: every hint through the broker.
+    "WORKER_OWN_HINTS": env_bool("HIERARCH_WORKER_OWN_HINTS", True),
     # PostgreSQL: each write of a step sends its statements together (pipeline mode) and
     # waits once for all their answers, not once each.
     "PIPELINE": env_bool("HIERARCH_PIPELINE", True),
