@@ -33,6 +33,7 @@ from governance.vault import PiiCipher
 from runs import sql
 from runs.approval_desk import ApprovalDesk, ApprovalRequest, approval_desk
 from runs.engine import hitl, pinned, ports
+from runs.engine import state as payloads
 from runs.engine.core import (
     ChildOutcome,
     ChildRequest,
@@ -53,6 +54,7 @@ from runs.engine.core import (
 from runs.engine.limits import lifetime_left as core_lifetime_left
 from runs.engine.pii_copies import PiiCopies
 from runs.engine.ports import LIMIT_EXCEEDED, ModelReply, ModelRequest, ToolInvocation, ToolResult
+from runs.engine.state import take_pending
 from runs.engine.tree import descendants
 from runs.events import append_event_rows, append_events
 from runs.models import (
@@ -274,22 +276,7 @@ class OrmRunStore:
             with sql.one_trip(careful=careful) as whole:
                 self._checks = checks if whole else None
                 try:
-                    self._append(
-                        [
-                            (held.trace_id, held.id, self._kept_items(held, held_items))
-                            for held, held_items in (
-                                (deferred and deferred.child, deferred and deferred.items),
-                                (spawn and spawn.parent, spawn and spawn.items),
-                                (run, items),
-                            )
-                            if held_items
-                        ]
-                    )
-                    if deferred is not None:
-                        deferred.write()
-                        self._claiming = deferred  # with the parent's write, or alone
-                    if spawn is not None:
-                        spawn.write()
+                    self._write_held_first(run, items, deferred, spawn)
                     yield
                     self._claim_pending()  # a parent the transaction wrote nothing else of
                     self._insert_unwritten()  # a child the transaction wrote nothing else of
@@ -308,22 +295,58 @@ class OrmRunStore:
                 self._write_alone(deferred)
             if spawn is not None:
                 self._drop(spawn, owned=deferred is None)
-            lost = sql.claim_refused(exc) or (
-                isinstance(exc, DatabaseError) and sql.lease_lost(exc)
-            )
-            if lost and (claim or spawn is not None):
-                woken = spawn.parent.id if spawn is not None else run.id
-                raise LeaseLost(
-                    f"run {woken} changed while this worker went on, or another worker holds it",
-                    wake=woken,
-                ) from None
-            if lost:
-                raise LeaseLost(f"run {run.id} is held by another worker") from None
+            lost = self._lease_lost(exc, run, claim=claim, spawn=spawn)
+            if lost is not None:
+                raise lost from None
             raise
         if spawn is not None:
             _Heartbeat.stop(spawn.parent)  # its write is in: it waits, leased to nobody
         for check in checks:  # committed: the database checked the lease; read the flags
             check()
+
+    def _write_held_first(
+        self,
+        run: RunView,
+        items: list[tuple[str, dict]] | None,
+        deferred: _Deferred | None,
+        spawn: _HeldSpawn | None,
+    ) -> None:
+        """A transaction's first statements: the events of the run and of what is held back
+        (one statement a trace), then a held end (its parent's claim goes with the parent's
+        write, or alone) and a held start."""
+        self._append(
+            [
+                (held.trace_id, held.id, self._kept_items(held, held_items))
+                for held, held_items in (
+                    (deferred and deferred.child, deferred and deferred.items),
+                    (spawn and spawn.parent, spawn and spawn.items),
+                    (run, items),
+                )
+                if held_items
+            ]
+        )
+        if deferred is not None:
+            deferred.write()
+            self._claiming = deferred
+        if spawn is not None:
+            spawn.write()
+
+    @staticmethod
+    def _lease_lost(
+        exc: BaseException, run: RunView, *, claim: bool, spawn: _HeldSpawn | None
+    ) -> LeaseLost | None:
+        """A failed transaction that found the lease lost: LeaseLost naming the run to wake
+        when a held claim or start was refused; None for any other failure."""
+        lost = sql.claim_refused(exc) or (isinstance(exc, DatabaseError) and sql.lease_lost(exc))
+        if not lost:
+            return None
+        if claim or spawn is not None:
+            woken = spawn.parent.id if spawn is not None else run.id
+            return LeaseLost(
+                f"run {woken} changed while this worker went on, or another worker holds it",
+                wake=woken,
+            )
+        return LeaseLost(f"run {run.id} is held by another worker")
 
     def _held_for(self) -> str | None:
         """The run whose next write takes the writes held back: the child a held start
@@ -722,17 +745,6 @@ class OrmRunStore:
             Run.objects.filter(pk__in=found).update(cancel_requested=True)
         return [str(pk) for pk in found]
 
-    @staticmethod
-    def _take_pending(
-        run: RunView, steps: list[StepRecord], events: list[tuple[str, dict]]
-    ) -> tuple[list[StepRecord], list[tuple[str, dict]]]:
-        """The records the engine buffered for this write, then the new ones."""
-        merged_steps = {(s.key, s.iteration, s.attempt): s for s in [*run.pending_steps, *steps]}
-        merged_events = [*run.pending_events.items, *events]
-        run.pending_steps.clear()
-        run.pending_events.items.clear()
-        return list(merged_steps.values()), merged_events
-
     # -- the port: commits, records, reads ----------------------------------------------------
 
     def commit(self, run: RunView, transition: ports.Transition) -> ports.Committed:
@@ -797,14 +809,14 @@ class OrmRunStore:
         )
 
     def _save(self, run: RunView, *, steps: list[StepRecord], events: Events) -> None:
-        steps, items = self._take_pending(run, steps, events.items)
+        steps, items = take_pending(run, steps, events.items)
         with self._transaction(run, items=items, steps=steps):
             self._write_run(run)
 
     def _schedule(
         self, run: RunView, delay_s: float, *, steps: list[StepRecord], events: Events
     ) -> None:
-        steps, items = self._take_pending(run, steps, events.items)
+        steps, items = take_pending(run, steps, events.items)
         with self._transaction(run, items=items, steps=steps):
             self._write_run(
                 run,
@@ -845,7 +857,7 @@ class OrmRunStore:
             reserve = self._child_rows(
                 run, children, found, definitions, lifetimes, group, now, rows, events
             )
-            steps, items = self._take_pending(run, steps, events.items)
+            steps, items = take_pending(run, steps, events.items)
             self._write_spawn(run, rows, reserve, steps, items, adopt=adopt)
         if adopt:
             self._take_child(run, rows[0], found[0][0], definitions[0], group, now)
@@ -871,7 +883,7 @@ class OrmRunStore:
         until the write is in."""
         rows: list[dict[str, Any]] = []
         self._child_rows(run, children, found, definitions, [None], group, now, rows, events)
-        steps, items = self._take_pending(run, steps, events.items)
+        steps, items = take_pending(run, steps, events.items)
         run.released = True  # by the held write
 
         def write() -> None:  # its events and step records go with the transaction's own
@@ -935,12 +947,8 @@ class OrmRunStore:
                     "cancel_requested": False,
                 }
             )
-            events.add(
-                "run.created",
-                run_id=str(child_id),
-                parent_id=run.id,
-                entity=entity.name,
-                type=entity.type,
+            events.items.append(
+                payloads.run_created(str(child_id), entity.name, entity.type, run.id)
             )
         return reserve
 
@@ -1067,7 +1075,7 @@ class OrmRunStore:
     ) -> str | None:
         now = self.clock.now()
         claimed: sql.Later | None = None
-        steps, items = self._take_pending(run, steps, events.items)
+        steps, items = take_pending(run, steps, events.items)
         parent = self._waiting.pop(run.parent_id, None) if run.parent_id else None
         if (
             adopt
@@ -1209,7 +1217,7 @@ class OrmRunStore:
         with transaction.atomic():
             event[1]["approval_id"] = self.approvals.request(request)
             if required:
-                steps, items = self._take_pending(run, steps, [*events.items, event])
+                steps, items = take_pending(run, steps, [*events.items, event])
                 append_events(run.trace_id, run.id, self._kept_items(run, items))
                 self._write_run(run, lease_owner="", lease_expires_at=None)
                 run.released = True
@@ -1265,14 +1273,7 @@ class OrmRunStore:
     ) -> None:
         prompt = "\n\n".join(f"[{m['role']}] {m.get('content') or ''}" for m in request.messages)
         tokens = reply.prompt_tokens + reply.completion_tokens
-        event = {
-            "step": step.name,
-            "model": reply.model,
-            "tokens": tokens,
-            "cost_usd": str(reply.cost_usd),
-            "latency_ms": reply.latency_ms,
-        }
-        steps, items = self._take_pending(run, [], [("llm.call", event)])
+        steps, items = take_pending(run, [], [payloads.llm_call(step, reply)])
         try:
             self._record_call(
                 run, step, call_key, request, reply, prompt, tokens, steps, items, reserved
@@ -1358,13 +1359,7 @@ class OrmRunStore:
         reserved: Decimal | None = None,
     ) -> None:
         tool = invocation.tool
-        event = {
-            "step": step.name,
-            "tool_id": tool["tool_id"],
-            "success": result is not None,
-            "latency_ms": result.latency_ms if result else 0,
-        }
-        steps, items = self._take_pending(run, [], [("tool.call", event)])
+        steps, items = take_pending(run, [], [payloads.tool_call(step, invocation, result)])
         with self._transaction(run, items=items, steps=steps):
             if steps or len(items) > 1:  # the engine buffered changes of the run too
                 self._write_run(run)
@@ -1490,20 +1485,7 @@ class OrmRunStore:
             for key in (str(entity.pk), entity.external_id, entity.name):
                 if key:
                     by_ref.setdefault(key, entity)
-        uncached = [v.pk for v in versions.values() if (v.pk, str(v.entity_id)) not in _DEFINITIONS]
-        if uncached:
-            rows = sql.select(
-                EntityVersion,
-                ("id", "entity", "definition"),
-                f"id IN ({sql.marks(uncached)})",
-                [sql.prep(EntityVersion, "id", pk) for pk in uncached],
-            )
-            with _DEFINITIONS_LOCK:
-                for values, _ in rows:
-                    key = (values["id"], str(values["entity"]))
-                    _DEFINITIONS[key] = pinned.shared(values["definition"])
-                while len(_DEFINITIONS) > _DEFINITIONS_KEPT:
-                    _DEFINITIONS.popitem(last=False)
+        _cache_definitions(list(versions.values()))
         for ref in missing:
             entity = by_ref.get(str(ref))
             if entity is None:
@@ -1513,6 +1495,26 @@ class OrmRunStore:
                     entity = None
             version = versions.get(entity.pk) if entity is not None else None
             cache[(workspace_id, ref)] = (entity, version) if version is not None else None
+
+
+def _cache_definitions(versions: list[_Version]) -> None:
+    """Read the definitions of `versions` not in the process-wide cache yet, in one query."""
+    uncached = [v.pk for v in versions if (v.pk, str(v.entity_id)) not in _DEFINITIONS]
+    if not uncached:
+        return
+    rows = sql.select(
+        EntityVersion,
+        ("id", "entity", "definition"),
+        f"id IN ({sql.marks(uncached)})",
+        [sql.prep(EntityVersion, "id", pk) for pk in uncached],
+    )
+    with _DEFINITIONS_LOCK:
+        for values, _ in rows:
+            _DEFINITIONS[(values["id"], str(values["entity"]))] = pinned.shared(
+                values["definition"]
+            )
+        while len(_DEFINITIONS) > _DEFINITIONS_KEPT:
+            _DEFINITIONS.popitem(last=False)
 
 
 @dataclass(slots=True)

@@ -28,6 +28,7 @@ from typing import Any, overload
 from cryptography.fernet import Fernet
 
 from runs.engine import hitl
+from runs.engine import state as payloads
 from runs.engine.context import InMemoryArtifactStore
 from runs.engine.definition import Definition
 from runs.engine.limits import (
@@ -77,6 +78,7 @@ from runs.engine.state import (
     RunView,
     StepRecord,
     child_step_key,
+    take_pending,
 )
 from runs.engine.tree import descendants
 
@@ -373,7 +375,7 @@ class InMemoryRunStore:
             self._append_events(
                 run_id,
                 run_id,
-                [("run.created", {"run_id": run_id, "entity": entity.name, "type": entity.type})],
+                [payloads.run_created(run_id, entity.name, entity.type)],
             )
             return run_id
 
@@ -381,10 +383,7 @@ class InMemoryRunStore:
         """Ask the run and its descendants to stop (as `run_cancel` does); answer how many
         active runs were asked. Hinting the idle ones is the caller's job."""
         with self._world.lock:
-            found, frontier = [run_id], [run_id]
-            while frontier:
-                frontier = [r.id for r in self._world.runs.values() if r.parent_id in frontier]
-                found.extend(frontier)
+            found = [run_id, *descendants(run_id, self._children_of)]
             count = 0
             for rid in found:
                 row = self._world.runs.get(rid)
@@ -715,13 +714,7 @@ class InMemoryRunStore:
                 if row.budget_usd is not None and run.budget_anchor is not None:
                     reserve += row.budget_usd
                 rows.append(row)
-                events.add(
-                    "run.created",
-                    run_id=row.id,
-                    parent_id=run.id,
-                    entity=entity.name,
-                    type=entity.type,
-                )
+                events.items.append(payloads.run_created(row.id, entity.name, entity.type, run.id))
             if reserve and run.budget_anchor is not None:
                 anchor = self._world.runs[run.budget_anchor]
                 if _room(anchor) < reserve:  # nothing is written, as in a rolled-back commit
@@ -907,22 +900,7 @@ class InMemoryRunStore:
                 llm_calls=1,
                 reserved=reserved,
             )
-            self._append_events(
-                run.trace_id,
-                run.id,
-                [
-                    (
-                        "llm.call",
-                        {
-                            "step": step.name,
-                            "model": reply.model,
-                            "tokens": tokens,
-                            "cost_usd": str(reply.cost_usd),
-                            "latency_ms": reply.latency_ms,
-                        },
-                    )
-                ],
-            )
+            self._append_events(run.trace_id, run.id, [payloads.llm_call(step, reply)])
 
     def _recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None:
         if not run.resumed:
@@ -978,19 +956,7 @@ class InMemoryRunStore:
                 )
             self._add_counters(run, cost=Decimal(0), tokens=0, tool_calls=1, reserved=reserved)
             self._append_events(
-                run.trace_id,
-                run.id,
-                [
-                    (
-                        "tool.call",
-                        {
-                            "step": step.name,
-                            "tool_id": tool["tool_id"],
-                            "success": result is not None,
-                            "latency_ms": latency_ms,
-                        },
-                    )
-                ],
+                run.trace_id, run.id, [payloads.tool_call(step, invocation, result)]
             )
 
     # -- memory and artifacts ---------------------------------------------------------------
@@ -1309,6 +1275,9 @@ class InMemoryRunStore:
                 self._world.runs[rid].cancel_requested = True
             return found
 
+    def _children_of(self, parents: list[str]) -> list[str]:
+        return [r.id for r in self._world.runs.values() if r.parent_id in parents]
+
     def _unfinished_children(self, parents: list[str]) -> list[str]:
         return [
             r.id
@@ -1358,18 +1327,6 @@ class InMemoryRunStore:
             and (scope.scope != "ENTITY" or m.entity_id == scope.entity_id)
         ]
         return sorted(items, key=lambda m: (m.created_at, m.id), reverse=True)
-
-
-def take_pending(
-    run: RunView, steps: list[StepRecord], events: list[tuple[str, dict[str, Any]]]
-) -> tuple[list[StepRecord], list[tuple[str, dict[str, Any]]]]:
-    """The records the engine buffered for this write, then the new ones (a later record of
-    the same step and attempt replaces an earlier one in its place)."""
-    merged_steps = {(s.key, s.iteration, s.attempt): s for s in [*run.pending_steps, *steps]}
-    merged_events = [*run.pending_events.items, *events]
-    run.pending_steps.clear()
-    run.pending_events.items.clear()
-    return list(merged_steps.values()), merged_events
 
 
 def _json(value: Any) -> Any:
