@@ -53,7 +53,7 @@ from runs.engine.core import (
 )
 from runs.engine.limits import lifetime_left as core_lifetime_left
 from runs.engine.pii_copies import PiiCopies
-from runs.engine.ports import LIMIT_EXCEEDED, ModelReply, ModelRequest, ToolInvocation, ToolResult
+from runs.engine.ports import LIMIT_EXCEEDED, ModelReply, ModelRequest, ToolResult
 from runs.engine.state import take_pending
 from runs.engine.tree import descendants
 from runs.events import append_event_rows, append_events
@@ -750,22 +750,20 @@ class OrmRunStore:
     def commit(self, run: RunView, transition: ports.Transition) -> ports.Committed:
         t = transition
         if isinstance(t, ports.Save):
-            self._save(run, steps=t.steps, events=t.events)
+            self._save(run, t)
         elif isinstance(t, ports.Schedule):
-            self._schedule(run, t.delay_s, steps=t.steps, events=t.events)
+            self._schedule(run, t)
         elif isinstance(t, ports.Spawn):
-            ids = self._spawn(
-                run, children=t.children, steps=t.steps, events=t.events, adopt=t.adopt
-            )
+            ids = self._spawn(run, t)
             taken = ids[0] if ids and self._holds(ids[0]) else None
             return ports.Committed(child_ids=tuple(ids), taken=taken)
         elif isinstance(t, ports.Finish):
             stopped = self._cancel_descendants(run) if t.stop_descendants else []
-            woken = self._end(run, steps=t.steps, events=t.events, adopt=t.adopt)
+            woken = self._end(run, t)
             taken = woken if woken is not None and self._holds(woken) else None
             return ports.Committed(woken=woken, stopped=tuple(stopped), taken=taken)
         else:
-            self._request_approval(run, t.ask, steps=t.steps, events=t.events)
+            self._request_approval(run, t)
         return ports.Committed()
 
     def recall(self, run: RunView, key: Any) -> Any:
@@ -777,18 +775,9 @@ class OrmRunStore:
 
     def record(self, run: RunView, record: ports.Record) -> None:
         if isinstance(record, ports.ModelCall):
-            self._record_model_call(
-                run, record.step, record.key, record.request, record.reply, reserved=record.reserved
-            )
+            self._record_model_call(run, record)
         elif isinstance(record, ports.ToolCall):
-            self._record_tool_call(
-                run,
-                record.step,
-                record.invocation,
-                record.result,
-                record.error,
-                reserved=record.reserved,
-            )
+            self._record_tool_call(run, record)
         elif isinstance(record, ports.JudgeVerdict):
             self._record_judge(run, record.key, record.verdict)
         else:
@@ -808,33 +797,24 @@ class OrmRunStore:
             awaiting_person=self._awaiting_person(run) if person else False,
         )
 
-    def _save(self, run: RunView, *, steps: list[StepRecord], events: Events) -> None:
-        steps, items = take_pending(run, steps, events.items)
+    def _save(self, run: RunView, save: ports.Save) -> None:
+        steps, items = take_pending(run, save.steps, save.events.items)
         with self._transaction(run, items=items, steps=steps):
             self._write_run(run)
 
-    def _schedule(
-        self, run: RunView, delay_s: float, *, steps: list[StepRecord], events: Events
-    ) -> None:
-        steps, items = take_pending(run, steps, events.items)
+    def _schedule(self, run: RunView, schedule: ports.Schedule) -> None:
+        steps, items = take_pending(run, schedule.steps, schedule.events.items)
         with self._transaction(run, items=items, steps=steps):
             self._write_run(
                 run,
-                wake_at=self.clock.now() + timedelta(seconds=delay_s),
+                wake_at=self.clock.now() + timedelta(seconds=schedule.delay_s),
                 lease_owner="",
                 lease_expires_at=None,
             )
             run.released = True
 
-    def _spawn(
-        self,
-        run: RunView,
-        *,
-        children: list[ChildRequest],
-        steps: list[StepRecord],
-        events: Events,
-        adopt: bool = False,
-    ) -> list[str]:
+    def _spawn(self, run: RunView, spawn: ports.Spawn) -> list[str]:
+        children, steps, events, adopt = spawn.children, spawn.steps, spawn.events, spawn.adopt
         self._resolve_many(run.workspace_id, [request.entity_ref for request in children])
         group = f"{children[0].step_key}#{run.iteration}#{run.attempt}/{len(children)}"
         now = self.clock.now()
@@ -1070,12 +1050,10 @@ class OrmRunStore:
             for row, (entity_name,) in rows
         ]
 
-    def _end(
-        self, run: RunView, *, steps: list[StepRecord], events: Events, adopt: bool = False
-    ) -> str | None:
-        now = self.clock.now()
+    def _end(self, run: RunView, finish: ports.Finish) -> str | None:
+        now, adopt = self.clock.now(), finish.adopt
         claimed: sql.Later | None = None
-        steps, items = take_pending(run, steps, events.items)
+        steps, items = take_pending(run, finish.steps, finish.events.items)
         parent = self._waiting.pop(run.parent_id, None) if run.parent_id else None
         if (
             adopt
@@ -1098,9 +1076,9 @@ class OrmRunStore:
             )
             if run.parent_id is not None and run.budget_anchor == run.id:
                 sql.return_budget(run.id, run.parent_id)  # what it did not use goes back
+            if finish.forget is not None:
+                _memory_items(finish.forget).delete()
             if run.parent_id is None:
-                # SESSION memory lives as long as the trace (seed 000 §3.6.2).
-                MemoryItem.objects.filter(session=run.trace_id, scope="SESSION").delete()
                 url = self._webhooks.pop(run.id, None)  # this process is done with the run
                 if url:
                     webhook_schedule(run_id=run.id, url=url, status=run.status)
@@ -1191,9 +1169,8 @@ class OrmRunStore:
             decided_by=row.decided_by,
         )
 
-    def _request_approval(
-        self, run: RunView, ask: hitl.ApprovalAsk, *, steps: list[StepRecord], events: Events
-    ) -> None:
+    def _request_approval(self, run: RunView, pause: ports.Pause) -> None:
+        ask, steps, events = pause.ask, pause.steps, pause.events
         self._flush(run)  # a held-back child's end first
         now = self.clock.now()
         priced = hitl.priced(ask, _facts(run, now))
@@ -1261,16 +1238,9 @@ class OrmRunStore:
             tool_arguments=meta.get("tool_arguments"),
         )
 
-    def _record_model_call(
-        self,
-        run: RunView,
-        step: StepRecord,
-        call_key: str,
-        request: ModelRequest,
-        reply: ModelReply,
-        *,
-        reserved: Decimal | None = None,
-    ) -> None:
+    def _record_model_call(self, run: RunView, call: ports.ModelCall) -> None:
+        step, call_key, request, reply = call.step, call.key, call.request, call.reply
+        reserved = call.reserved
         prompt = "\n\n".join(f"[{m['role']}] {m.get('content') or ''}" for m in request.messages)
         tokens = reply.prompt_tokens + reply.completion_tokens
         steps, items = take_pending(run, [], [payloads.llm_call(step, reply)])
@@ -1348,16 +1318,9 @@ class OrmRunStore:
             return None
         return ToolResult(output=row.output_result, latency_ms=row.latency_ms, replayed=True)
 
-    def _record_tool_call(
-        self,
-        run: RunView,
-        step: StepRecord,
-        invocation: ToolInvocation,
-        result: ToolResult | None,
-        error: str = "",
-        *,
-        reserved: Decimal | None = None,
-    ) -> None:
+    def _record_tool_call(self, run: RunView, call: ports.ToolCall) -> None:
+        step, invocation, result, error = call.step, call.invocation, call.result, call.error
+        reserved = call.reserved
         tool = invocation.tool
         steps, items = take_pending(run, [], [payloads.tool_call(step, invocation, result)])
         with self._transaction(run, items=items, steps=steps):

@@ -357,8 +357,9 @@ def finish(
     run.status, run.error_code, run.error_message = status, code, message
     events.add("run.status", status=status, error_code=code, error_message=message)
     adopt = engine.handoff_s > 0
+    forget = memory.ending_with(run)
     done = engine.store.commit(
-        run, Finish(steps, events, adopt=adopt, stop_descendants=stop_descendants)
+        run, Finish(steps, events, adopt, stop_descendants=stop_descendants, forget=forget)
     )
     for child_id in done.stopped:
         engine.enqueue(child_id)

@@ -28,6 +28,13 @@ def scope_of(run: RunView) -> MemoryScope:
     )
 
 
+def ending_with(run: RunView) -> MemoryScope | None:
+    """What the run's end forgets: SESSION memory lives as long as its trace (the root)."""
+    if run.parent_id is not None:
+        return None
+    return MemoryScope(workspace_id=run.workspace_id, scope="SESSION", session=run.trace_id)
+
+
 def reading(run: RunView, now: datetime) -> MemoryQuery | None:
     """What the run reads (FULL or RECENT_N), or None when its entity has no memory."""
     config = _config(run)

@@ -55,6 +55,7 @@ from runs.engine.ports import (
     ModelCall,
     ModelReply,
     ModelRequest,
+    Pause,
     RandomIds,
     Record,
     Remembered,
@@ -66,7 +67,6 @@ from runs.engine.ports import (
     Signals,
     Spawn,
     ToolCall,
-    ToolInvocation,
     ToolResult,
     Transition,
 )
@@ -74,7 +74,6 @@ from runs.engine.state import (
     TERMINAL,
     ChildOutcome,
     ChildRequest,
-    Events,
     RunView,
     StepRecord,
     child_step_key,
@@ -587,32 +586,20 @@ class InMemoryRunStore:
 
     def commit(self, run: RunView, transition: Transition) -> Committed:
         if isinstance(transition, Save):
-            self._save(run, steps=transition.steps, events=transition.events)
+            self._save(run, transition)
         elif isinstance(transition, Schedule):
-            self._schedule(
-                run, transition.delay_s, steps=transition.steps, events=transition.events
-            )
+            self._schedule(run, transition)
         elif isinstance(transition, Spawn):
-            ids = self._spawn(
-                run,
-                children=transition.children,
-                steps=transition.steps,
-                events=transition.events,
-                adopt=transition.adopt,
-            )
+            ids = self._spawn(run, transition)
             taken = ids[0] if ids and ids[0] in self._taken else None
             return Committed(child_ids=tuple(ids), taken=taken)
         elif isinstance(transition, Finish):
             stopped = self._cancel_descendants(run) if transition.stop_descendants else []
-            woken = self._end(
-                run, steps=transition.steps, events=transition.events, adopt=transition.adopt
-            )
+            woken = self._end(run, transition)
             taken = woken if woken is not None and woken in self._taken else None
             return Committed(woken=woken, stopped=tuple(stopped), taken=taken)
         else:
-            self._request_approval(
-                run, transition.ask, steps=transition.steps, events=transition.events
-            )
+            self._request_approval(run, transition)
         return Committed()
 
     @overload
@@ -635,18 +622,9 @@ class InMemoryRunStore:
 
     def record(self, run: RunView, record: Record) -> None:
         if isinstance(record, ModelCall):
-            self._record_model_call(
-                run, record.step, record.key, record.request, record.reply, reserved=record.reserved
-            )
+            self._record_model_call(run, record)
         elif isinstance(record, ToolCall):
-            self._record_tool_call(
-                run,
-                record.step,
-                record.invocation,
-                record.result,
-                record.error,
-                reserved=record.reserved,
-            )
+            self._record_tool_call(run, record)
         elif isinstance(record, JudgeVerdict):
             self._record_judge(run, record.key, record.verdict)
         else:
@@ -668,21 +646,19 @@ class InMemoryRunStore:
 
     # -- progress ---------------------------------------------------------------------------
 
-    def _save(self, run: RunView, *, steps: list[StepRecord], events: Events) -> None:
-        steps, items = take_pending(run, steps, events.items)
+    def _save(self, run: RunView, save: Save) -> None:
+        steps, items = take_pending(run, save.steps, save.events.items)
         with self._world.lock:
             self._write_run(run)
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
 
-    def _schedule(
-        self, run: RunView, delay_s: float, *, steps: list[StepRecord], events: Events
-    ) -> None:
-        steps, items = take_pending(run, steps, events.items)
+    def _schedule(self, run: RunView, schedule: Schedule) -> None:
+        steps, items = take_pending(run, schedule.steps, schedule.events.items)
         with self._world.lock:
             self._write_run(
                 run,
-                wake_at=self.clock() + timedelta(seconds=delay_s),
+                wake_at=self.clock() + timedelta(seconds=schedule.delay_s),
                 lease_owner="",
                 lease_expires_at=None,
             )
@@ -690,15 +666,8 @@ class InMemoryRunStore:
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
 
-    def _spawn(
-        self,
-        run: RunView,
-        *,
-        children: list[ChildRequest],
-        steps: list[StepRecord],
-        events: Events,
-        adopt: bool = False,
-    ) -> list[str]:
+    def _spawn(self, run: RunView, spawn: Spawn) -> list[str]:
+        children, steps, events = spawn.children, spawn.steps, spawn.events
         with self._world.lock:
             now = self.clock()
             rows = []
@@ -723,7 +692,7 @@ class InMemoryRunStore:
             steps, items = take_pending(run, steps, events.items)
             for row in rows:
                 self._world.runs[row.id] = row
-            if adopt:  # the first child is leased to this worker, which goes on with it
+            if spawn.adopt:  # the first child is leased to this worker, which goes on with it
                 self._adopt(rows[0], now)
             # The run waits now: let go of the lease in the same write.
             self._write_run(run, lease_owner="", lease_expires_at=None)
@@ -797,17 +766,15 @@ class InMemoryRunStore:
                 for row in rows
             ]
 
-    def _end(
-        self, run: RunView, *, steps: list[StepRecord], events: Events, adopt: bool = False
-    ) -> str | None:
+    def _end(self, run: RunView, finish: Finish) -> str | None:
         with self._world.lock:  # one commit: the end, and the parent's lease with adopt
-            parent = self._finish(run, steps=steps, events=events)
-            if parent is not None and adopt:
+            parent = self._finish(run, finish)
+            if parent is not None and finish.adopt:
                 self._adopt(self._world.runs[parent], self.clock())
         return parent
 
-    def _finish(self, run: RunView, *, steps: list[StepRecord], events: Events) -> str | None:
-        steps, items = take_pending(run, steps, events.items)
+    def _finish(self, run: RunView, finish: Finish) -> str | None:
+        steps, items = take_pending(run, finish.steps, finish.events.items)
         with self._world.lock:
             now = self.clock()
             self._write_run(
@@ -830,13 +797,10 @@ class InMemoryRunStore:
                 if parent_anchor is not None:
                     unused = max(row.budget_usd - row.total_cost_usd, Decimal(0))
                     self._world.runs[parent_anchor].reserved_usd -= unused
+            if finish.forget is not None:
+                gone = {m.id for m in self._memory_items(finish.forget)}
+                self._world.memory = [m for m in self._world.memory if m.id not in gone]
             if run.parent_id is None:
-                # SESSION memory lives as long as the trace.
-                self._world.memory = [
-                    m
-                    for m in self._world.memory
-                    if not (m.scope == "SESSION" and m.session == run.trace_id)
-                ]
                 return None
             if run.spawn_group.endswith("/1"):
                 return run.parent_id  # an only child: the parent's claim sorts it out
@@ -860,16 +824,9 @@ class InMemoryRunStore:
             found = self._world.model_calls.get(call_key)
             return found.reply if found is not None else None
 
-    def _record_model_call(
-        self,
-        run: RunView,
-        step: StepRecord,
-        call_key: str,
-        request: ModelRequest,
-        reply: ModelReply,
-        *,
-        reserved: Decimal | None = None,
-    ) -> None:
+    def _record_model_call(self, run: RunView, call: ModelCall) -> None:
+        step, call_key, request, reply = call.step, call.key, call.request, call.reply
+        reserved = call.reserved
         tokens = reply.prompt_tokens + reply.completion_tokens
         steps, items = take_pending(run, [], [])
         with self._world.lock:
@@ -913,16 +870,9 @@ class InMemoryRunStore:
                 output=_json(found.output), latency_ms=found.latency_ms, replayed=True
             )
 
-    def _record_tool_call(
-        self,
-        run: RunView,
-        step: StepRecord,
-        invocation: ToolInvocation,
-        result: ToolResult | None,
-        error: str = "",
-        *,
-        reserved: Decimal | None = None,
-    ) -> None:
+    def _record_tool_call(self, run: RunView, call: ToolCall) -> None:
+        step, invocation, result, error = call.step, call.invocation, call.result, call.error
+        reserved = call.reserved
         tool = invocation.tool
         steps, items = take_pending(run, [], [])
         with self._world.lock:
@@ -1191,9 +1141,8 @@ class InMemoryRunStore:
                 decided_by=approval.decided_by,
             )
 
-    def _request_approval(
-        self, run: RunView, ask: hitl.ApprovalAsk, *, steps: list[StepRecord], events: Events
-    ) -> None:
+    def _request_approval(self, run: RunView, pause: Pause) -> None:
+        ask, steps, events = pause.ask, pause.steps, pause.events
         with self._world.lock:
             priced = hitl.priced(ask, self._facts(run))
             required = ask.approval_required

@@ -289,13 +289,15 @@ class Spawn:
 @dataclass(frozen=True)
 class Finish:
     """A terminal run. `stop_descendants`: its unfinished descendants are asked to stop
-    first (a deadline passed). With `adopt`, the same commit takes the woken parent's lease
-    for this store's worker when it can."""
+    first (a deadline passed). `forget`: a memory scope whose items go with the run (a
+    root's SESSION). With `adopt`, the same commit takes the woken parent's lease for this
+    store's worker when it can."""
 
     steps: list[StepRecord] = field(default_factory=list)
     events: Events = field(default_factory=Events)
     adopt: bool = False
     stop_descendants: bool = False
+    forget: MemoryScope | None = None
 
 
 @dataclass(frozen=True)
