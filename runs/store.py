@@ -1,7 +1,7 @@
 """The engine's RunStore on the ORM: leases, step records, events and counters.
 
 Each method is one short transaction. The database is the truth: a broker message or a
-thread-pool task is only a hint to look, so `load` answers None for a run that is finished,
+thread-pool task is only a hint to look, so `claim` answers None for a run that is finished,
 waiting on a due time, or leased by someone else.
 """
 
@@ -220,7 +220,7 @@ class OrmRunStore:
         self._webhooks: dict[str, str] = {}
         # Inside a transaction sent whole: what to check once the answers are in.
         self._checks: list[Callable[[], None]] | None = None
-        # Runs this worker holds the lease of and goes on with (`adopt`), ready for `load`.
+        # Runs this worker holds the lease of and goes on with (`adopt`), ready for `claim`.
         self._taken: dict[str, RunView] = {}
         # The outcome of an only child this worker ended, for its parent's join.
         self._outcomes: dict[tuple[str, str], ChildOutcome] = {}
@@ -985,7 +985,7 @@ class OrmRunStore:
         now: Any,
     ) -> RunView:
         """The view of the first child, leased to this worker by its spawn, ready for
-        `load`. Its cancel flag is the parent's as the spawn's write read it back (the
+        `claim`. Its cancel flag is the parent's as the spawn's write read it back (the
         parent's row locked in between); a held spawn starts only children of a run with
         none."""
         child = self._taken[str(first["id"])] = RunView(
@@ -1629,7 +1629,7 @@ class _WorkspaceArtifacts:
         )
 
 
-_VIEW_FIELDS = (  # what `load` reads back; a foreign key gives the related row's id
+_VIEW_FIELDS = (  # what `claim` reads back; a foreign key gives the related row's id
     "id",
     "trace_id",
     "workspace",

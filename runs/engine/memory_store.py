@@ -1066,7 +1066,7 @@ class InMemoryRunStore:
         tool_calls: int = 0,
         reserved: Decimal | None = None,
     ) -> None:
-        """A call counts for the run and every ancestor (`reserve_call` counted it already
+        """A call counts for the run and every ancestor (`reserve` counted it already
         when `reserved` is not None; its estimate is given back at the anchor, and every run
         with a budget above the anchor turns the cost from reserved into used). A call that
         takes a run's cost across its alert threshold raises the alert, once."""

@@ -604,6 +604,35 @@ def test_an_atomic_thought_entity_completes_with_output_valid_against_its_schema
     assert "A long text." in world.prompts(run)[0]
 
 
+class _CountingIds:
+    """Run ids from a counter: the same ids on every run of a test."""
+
+    def __init__(self) -> None:
+        self.numbers = itertools.count(1)
+
+    def new_id(self) -> str:
+        return f"run-{next(self.numbers)}"
+
+
+def test_the_in_memory_store_takes_new_run_ids_from_the_ids_port():
+    world = MemoryWorld()
+    world.store.ids = _CountingIds()
+    world.add("first", io_contract=io({"topic": "string"}, draft="string"))
+    world.add("second", io_contract=io({"draft": "string"}, final="string"))
+    world.add(
+        "parent",
+        "AGENT",
+        children=["first", "second"],
+        io_contract=io({"topic": "string"}, final="string"),
+    )
+    run = world.run("parent", {"topic": "hiring"})
+
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert run == "run-1"
+    assert world.children(run) == ["run-2", "run-3"]
+    assert {world.trace(child) for child in world.children(run)} == {"run-1"}
+
+
 def test_sequential_children_run_in_order_and_feed_each_other(world):
     world.add("first", io_contract=io({"topic": "string"}, draft="string"))
     world.add("second", io_contract=io({"draft": "string"}, final="string"))
