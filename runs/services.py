@@ -22,6 +22,7 @@ from runs import sql
 from runs.approval_desk import approval_desk
 from runs.engine import schemas
 from runs.engine.core import BUDGET_EXHAUSTED, lifetime_limit, run_limits
+from runs.engine.tree import descendants
 from runs.engine.validators import rule_problems
 from runs.engine_factory import engine
 from runs.events import append_events
@@ -412,13 +413,12 @@ def _budget_blocked_resumed(row: Run) -> list:
 
 
 def _subtree(run: Run) -> list:
-    found = [run.pk]
-    frontier = [run.pk]
-    while frontier:
-        children = list(Run.objects.filter(parent_id__in=frontier).values_list("pk", flat=True))
-        found.extend(children)
-        frontier = children
-    return found
+    """The run and every run below it (the one walk, runs/engine/tree.py)."""
+    return [run.pk, *descendants(run.pk, _children_of)]
+
+
+def _children_of(parents: list) -> list:
+    return list(Run.objects.filter(parent_id__in=parents).values_list("pk", flat=True))
 
 
 # -- the API's execute (issue 6) ------------------------------------------------------------------

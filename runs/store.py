@@ -1,7 +1,7 @@
 """The engine's RunStore on the ORM: leases, step records, events and counters.
 
 Each method is one short transaction. The database is the truth: a broker message or a
-thread-pool task is only a hint to look, so `load` answers None for a run that is finished,
+thread-pool task is only a hint to look, so `claim` answers None for a run that is finished,
 waiting on a due time, or leased by someone else.
 """
 
@@ -32,7 +32,8 @@ from governance.safety import SafetyScreening
 from governance.vault import PiiCipher
 from runs import sql
 from runs.approval_desk import ApprovalDesk, ApprovalRequest, approval_desk
-from runs.engine import hitl, pinned
+from runs.engine import hitl, pinned, ports
+from runs.engine import state as payloads
 from runs.engine.core import (
     ChildOutcome,
     ChildRequest,
@@ -50,8 +51,11 @@ from runs.engine.core import (
     no_room_for_children,
     run_limits,
 )
+from runs.engine.limits import lifetime_left as core_lifetime_left
 from runs.engine.pii_copies import PiiCopies
-from runs.engine.ports import LIMIT_EXCEEDED, ModelReply, ModelRequest, ToolInvocation, ToolResult
+from runs.engine.ports import LIMIT_EXCEEDED, ModelReply, ModelRequest, ToolResult
+from runs.engine.state import take_pending
+from runs.engine.tree import descendants
 from runs.events import append_event_rows, append_events
 from runs.models import (
     TERMINAL,
@@ -137,7 +141,38 @@ def lifetime_left(entity_id: Any, limit: Decimal) -> Decimal:
     held = runs.exclude(status__in=TERMINAL).aggregate(
         total=Sum(Coalesce("budget_usd", "total_cost_usd"))
     )["total"]
-    return limit - (spent or _ZERO) - (held or _ZERO)
+    return core_lifetime_left(limit, spent=spent or _ZERO, held=held or _ZERO)
+
+
+def _facts(run: RunView, now: Any) -> hitl.RunFacts:
+    """The run's counters, what completed runs of its entity (roots with a root, children
+    with a child) cost and took, and how long it has run."""
+    counters = Run.objects.values(
+        "total_cost_usd", "total_tokens", "llm_calls", "tool_calls", "budget_usd"
+    ).get(pk=run.id)
+    history = Run.objects.filter(
+        entity_id=run.entity_id,
+        status=RunStatus.COMPLETED,
+        parent__isnull=run.parent_id is None,
+    ).aggregate(n=Count("pk"), cost=Avg("total_cost_usd"), ms=Avg("execution_time_ms"))
+    return hitl.RunFacts(
+        spent_usd=counters["total_cost_usd"],
+        tokens=counters["total_tokens"],
+        llm_calls=counters["llm_calls"],
+        tool_calls=counters["tool_calls"],
+        budget_usd=counters["budget_usd"],
+        history=hitl.RunHistory(
+            completed=history["n"],
+            mean_cost_usd=history["cost"],
+            mean_ms=float(history["ms"]) if history["ms"] is not None else None,
+        ),
+        elapsed_ms=(now - (run.began_at or now)).total_seconds() * 1000,
+    )
+
+
+def _unfinished_children(parents: list[Any]) -> list[Any]:
+    rows = Run.objects.filter(parent_id__in=parents).exclude(status__in=TERMINAL)
+    return list(rows.values_list("pk", flat=True))
 
 
 def to_micros(amount: Decimal) -> Decimal:
@@ -168,11 +203,16 @@ class OrmRunStore:
         *,
         cipher: Any = _VAULT,
         approvals: ApprovalDesk | None = None,
+        clock: ports.Clock | None = None,
+        ids: ports.Ids | None = None,
     ):
         """`cipher`: pii_handling's (the vault's by default); every copy of a run's data this
         store writes goes through `self.pii` (runs/engine/pii_copies.py). `approvals`: where
         requests for people are made and read (runs/approval_desk.py; the approvals app's
-        by default)."""
+        by default). `clock`: the time of what the engine decides (due times, ends, record
+        stamps); leases are compared with it too. `ids`: new child runs' ids (UUIDs)."""
+        self.clock = clock or ports.SystemClock()
+        self.ids = ids or ports.RandomIds()
         self.owner = owner or new_owner()
         self.approvals = approvals if approvals is not None else approval_desk()
         self.pii = PiiCopies(SafetyScreening(), PiiCipher() if cipher is _VAULT else cipher)
@@ -180,7 +220,7 @@ class OrmRunStore:
         self._webhooks: dict[str, str] = {}
         # Inside a transaction sent whole: what to check once the answers are in.
         self._checks: list[Callable[[], None]] | None = None
-        # Runs this worker holds the lease of and goes on with (`adopt`), ready for `load`.
+        # Runs this worker holds the lease of and goes on with (`adopt`), ready for `claim`.
         self._taken: dict[str, RunView] = {}
         # The outcome of an only child this worker ended, for its parent's join.
         self._outcomes: dict[tuple[str, str], ChildOutcome] = {}
@@ -236,22 +276,7 @@ class OrmRunStore:
             with sql.one_trip(careful=careful) as whole:
                 self._checks = checks if whole else None
                 try:
-                    self._append(
-                        [
-                            (held.trace_id, held.id, self._kept_items(held, held_items))
-                            for held, held_items in (
-                                (deferred and deferred.child, deferred and deferred.items),
-                                (spawn and spawn.parent, spawn and spawn.items),
-                                (run, items),
-                            )
-                            if held_items
-                        ]
-                    )
-                    if deferred is not None:
-                        deferred.write()
-                        self._claiming = deferred  # with the parent's write, or alone
-                    if spawn is not None:
-                        spawn.write()
+                    self._write_held_first(run, items, deferred, spawn)
                     yield
                     self._claim_pending()  # a parent the transaction wrote nothing else of
                     self._insert_unwritten()  # a child the transaction wrote nothing else of
@@ -270,22 +295,58 @@ class OrmRunStore:
                 self._write_alone(deferred)
             if spawn is not None:
                 self._drop(spawn, owned=deferred is None)
-            lost = sql.claim_refused(exc) or (
-                isinstance(exc, DatabaseError) and sql.lease_lost(exc)
-            )
-            if lost and (claim or spawn is not None):
-                woken = spawn.parent.id if spawn is not None else run.id
-                raise LeaseLost(
-                    f"run {woken} changed while this worker went on, or another worker holds it",
-                    wake=woken,
-                ) from None
-            if lost:
-                raise LeaseLost(f"run {run.id} is held by another worker") from None
+            lost = self._lease_lost(exc, run, claim=claim, spawn=spawn)
+            if lost is not None:
+                raise lost from None
             raise
         if spawn is not None:
             _Heartbeat.stop(spawn.parent)  # its write is in: it waits, leased to nobody
         for check in checks:  # committed: the database checked the lease; read the flags
             check()
+
+    def _write_held_first(
+        self,
+        run: RunView,
+        items: list[tuple[str, dict]] | None,
+        deferred: _Deferred | None,
+        spawn: _HeldSpawn | None,
+    ) -> None:
+        """A transaction's first statements: the events of the run and of what is held back
+        (one statement a trace), then a held end (its parent's claim goes with the parent's
+        write, or alone) and a held start."""
+        self._append(
+            [
+                (held.trace_id, held.id, self._kept_items(held, held_items))
+                for held, held_items in (
+                    (deferred and deferred.child, deferred and deferred.items),
+                    (spawn and spawn.parent, spawn and spawn.items),
+                    (run, items),
+                )
+                if held_items
+            ]
+        )
+        if deferred is not None:
+            deferred.write()
+            self._claiming = deferred
+        if spawn is not None:
+            spawn.write()
+
+    @staticmethod
+    def _lease_lost(
+        exc: BaseException, run: RunView, *, claim: bool, spawn: _HeldSpawn | None
+    ) -> LeaseLost | None:
+        """A failed transaction that found the lease lost: LeaseLost naming the run to wake
+        when a held claim or start was refused; None for any other failure."""
+        lost = sql.claim_refused(exc) or (isinstance(exc, DatabaseError) and sql.lease_lost(exc))
+        if not lost:
+            return None
+        if claim or spawn is not None:
+            woken = spawn.parent.id if spawn is not None else run.id
+            return LeaseLost(
+                f"run {woken} changed while this worker went on, or another worker holds it",
+                wake=woken,
+            )
+        return LeaseLost(f"run {run.id} is held by another worker")
 
     def _held_for(self) -> str | None:
         """The run whose next write takes the writes held back: the child a held start
@@ -355,7 +416,7 @@ class OrmRunStore:
 
     # -- lease ---------------------------------------------------------------------------------
 
-    def load(self, run_id: str) -> RunView | None:
+    def claim(self, run_id: str) -> RunView | None:
         if self._held_for() not in (None, run_id):
             with contextlib.suppress(LeaseLost):  # what was held is another worker's now
                 self._flush()
@@ -373,7 +434,7 @@ class OrmRunStore:
         return view
 
     def _claim(self, run_id: str) -> sql.Later:
-        now = timezone.now()
+        now = self.clock.now()
         return sql.claim(
             run_id,
             self.owner,
@@ -384,7 +445,7 @@ class OrmRunStore:
             names=_VIEW_FIELDS,
         )
 
-    def taken(self, run_id: str) -> bool:
+    def _holds(self, run_id: str) -> bool:
         return run_id in self._taken
 
     def let_go(self, run_id: str) -> None:
@@ -438,7 +499,7 @@ class OrmRunStore:
         _kept_json(view).update(state=view.state, dynamic_plan=view.plan, output_data=view.output)
         return view
 
-    def cancel_requested(self, run: RunView) -> bool:
+    def _cancel_requested(self, run: RunView) -> bool:
         """Asked before each step. Every write of the run reads the flag back, and a step's
         last act is a write, so the answer is usually at hand; else one query. A child whose
         start is held back (`_hold_spawn`) takes its parent's flag, as its row will take it
@@ -487,7 +548,7 @@ class OrmRunStore:
     # -- progress -----------------------------------------------------------------------------
 
     def _write_run(self, run: RunView, **extra: Any) -> None:
-        now = timezone.now()
+        now = self.clock.now()
         fields = {
             "status": run.status,
             "cursor": run.cursor,
@@ -555,7 +616,7 @@ class OrmRunStore:
         self._write_step_rows(self._step_rows(run, steps))
 
     def _step_rows(self, run: RunView, steps: list[StepRecord]) -> list[dict[str, Any]]:
-        now = timezone.now()
+        now = self.clock.now()
         kept = self.pii.kept
         return [
             {
@@ -609,7 +670,7 @@ class OrmRunStore:
             run.id,
             run.lineage,
             self.owner,
-            timezone.now() + timedelta(seconds=lease_seconds()),
+            self.clock.now() + timedelta(seconds=lease_seconds()),
             cost=cost,
             tokens=tokens,
             llm_calls=0 if reserved is not None else llm_calls,
@@ -635,7 +696,7 @@ class OrmRunStore:
 
     # -- limits ---------------------------------------------------------------------------
 
-    def reserve_call(
+    def reserve(
         self, run: RunView, *, llm_calls: int = 0, tool_calls: int = 0, estimate: Decimal
     ) -> LimitReached | None:
         self._flush(run)  # a held-back child's end first
@@ -672,67 +733,91 @@ class OrmRunStore:
         row = Run.objects.select_related("entity").get(pk=run.budget_anchor)
         return no_room_for_children(_limit_row(row), amount)
 
-    def unreserve_call(self, run: RunView, estimate: Decimal) -> None:
+    def unreserve(self, run: RunView, estimate: Decimal) -> None:
         self._flush(run)  # a held-back child's end first
         if run.budget_anchor is not None and estimate:
             sql.unreserve(run.budget_anchor, estimate)
 
-    def cancel_descendants(self, run: RunView) -> list[str]:
+    def _cancel_descendants(self, run: RunView) -> list[str]:
         self._flush(run)  # a held-back child's end first
-        found: list = []
-        frontier = [run.id]
-        while frontier:
-            frontier = list(
-                Run.objects.filter(parent_id__in=frontier)
-                .exclude(status__in=TERMINAL)
-                .values_list("pk", flat=True)
-            )
-            found.extend(frontier)
+        found = descendants(run.id, _unfinished_children)
         if found:
             Run.objects.filter(pk__in=found).update(cancel_requested=True)
         return [str(pk) for pk in found]
 
-    @staticmethod
-    def _take_pending(
-        run: RunView, steps: list[StepRecord], events: list[tuple[str, dict]]
-    ) -> tuple[list[StepRecord], list[tuple[str, dict]]]:
-        """The records the engine buffered for this write, then the new ones."""
-        merged_steps = {(s.key, s.iteration, s.attempt): s for s in [*run.pending_steps, *steps]}
-        merged_events = [*run.pending_events.items, *events]
-        run.pending_steps.clear()
-        run.pending_events.items.clear()
-        return list(merged_steps.values()), merged_events
+    # -- the port: commits, records, reads ----------------------------------------------------
 
-    def save(self, run: RunView, *, steps: list[StepRecord], events: Events) -> None:
-        steps, items = self._take_pending(run, steps, events.items)
+    def commit(self, run: RunView, transition: ports.Transition) -> ports.Committed:
+        t = transition
+        if isinstance(t, ports.Save):
+            self._save(run, t)
+        elif isinstance(t, ports.Schedule):
+            self._schedule(run, t)
+        elif isinstance(t, ports.Spawn):
+            ids = self._spawn(run, t)
+            taken = ids[0] if ids and self._holds(ids[0]) else None
+            return ports.Committed(child_ids=tuple(ids), taken=taken)
+        elif isinstance(t, ports.Finish):
+            stopped = self._cancel_descendants(run) if t.stop_descendants else []
+            woken = self._end(run, t)
+            taken = woken if woken is not None and self._holds(woken) else None
+            return ports.Committed(woken=woken, stopped=tuple(stopped), taken=taken)
+        else:
+            self._request_approval(run, t)
+        return ports.Committed()
+
+    def recall(self, run: RunView, key: Any) -> Any:
+        if isinstance(key, ports.ReplyKey):
+            return self._recorded_reply(run, key.key)
+        if isinstance(key, ports.ResultKey):
+            return self._recorded_tool_result(run, key.key)
+        return self._memory_read(key)
+
+    def record(self, run: RunView, record: ports.Record) -> None:
+        if isinstance(record, ports.ModelCall):
+            self._record_model_call(run, record)
+        elif isinstance(record, ports.ToolCall):
+            self._record_tool_call(run, record)
+        elif isinstance(record, ports.JudgeVerdict):
+            self._record_judge(run, record.key, record.verdict)
+        else:
+            self._memory_write(run, record)
+
+    def signals(
+        self,
+        run: RunView,
+        *,
+        cancel: bool = False,
+        approval: str | None = None,
+        person: bool = False,
+    ) -> ports.Signals:
+        return ports.Signals(
+            cancel_requested=self._cancel_requested(run) if cancel else run.cancel_requested,
+            verdict=self._approval_verdict(run, approval) if approval is not None else None,
+            awaiting_person=self._awaiting_person(run) if person else False,
+        )
+
+    def _save(self, run: RunView, save: ports.Save) -> None:
+        steps, items = take_pending(run, save.steps, save.events.items)
         with self._transaction(run, items=items, steps=steps):
             self._write_run(run)
 
-    def schedule(
-        self, run: RunView, delay_s: float, *, steps: list[StepRecord], events: Events
-    ) -> None:
-        steps, items = self._take_pending(run, steps, events.items)
+    def _schedule(self, run: RunView, schedule: ports.Schedule) -> None:
+        steps, items = take_pending(run, schedule.steps, schedule.events.items)
         with self._transaction(run, items=items, steps=steps):
             self._write_run(
                 run,
-                wake_at=timezone.now() + timedelta(seconds=delay_s),
+                wake_at=self.clock.now() + timedelta(seconds=schedule.delay_s),
                 lease_owner="",
                 lease_expires_at=None,
             )
             run.released = True
 
-    def spawn(
-        self,
-        run: RunView,
-        *,
-        children: list[ChildRequest],
-        steps: list[StepRecord],
-        events: Events,
-        adopt: bool = False,
-    ) -> list[str]:
+    def _spawn(self, run: RunView, spawn: ports.Spawn) -> list[str]:
+        children, steps, events, adopt = spawn.children, spawn.steps, spawn.events, spawn.adopt
         self._resolve_many(run.workspace_id, [request.entity_ref for request in children])
         group = f"{children[0].step_key}#{run.iteration}#{run.attempt}/{len(children)}"
-        now = timezone.now()
+        now = self.clock.now()
         found = [self._resolved(run.workspace_id, r.entity_ref) for r in children]
         definitions = [pinned_definition(version.pk, entity.pk) for entity, version in found]
         # An entity's lifetime budget takes its row lock through the ORM: careful then.
@@ -752,7 +837,7 @@ class OrmRunStore:
             reserve = self._child_rows(
                 run, children, found, definitions, lifetimes, group, now, rows, events
             )
-            steps, items = self._take_pending(run, steps, events.items)
+            steps, items = take_pending(run, steps, events.items)
             self._write_spawn(run, rows, reserve, steps, items, adopt=adopt)
         if adopt:
             self._take_child(run, rows[0], found[0][0], definitions[0], group, now)
@@ -778,7 +863,7 @@ class OrmRunStore:
         until the write is in."""
         rows: list[dict[str, Any]] = []
         self._child_rows(run, children, found, definitions, [None], group, now, rows, events)
-        steps, items = self._take_pending(run, steps, events.items)
+        steps, items = take_pending(run, steps, events.items)
         run.released = True  # by the held write
 
         def write() -> None:  # its events and step records go with the transaction's own
@@ -809,7 +894,7 @@ class OrmRunStore:
         for request, (entity, version), child, limit in zip(
             children, found, definitions, lifetimes, strict=True
         ):
-            child_id, left = uuid.uuid4(), None
+            child_id, left = uuid.UUID(self.ids.new_id()), None
             if limit is not None:  # under the entity's row lock until commit
                 left = lifetime_left(entity.pk, limit)
                 if left <= 0:
@@ -842,12 +927,8 @@ class OrmRunStore:
                     "cancel_requested": False,
                 }
             )
-            events.add(
-                "run.created",
-                run_id=str(child_id),
-                parent_id=run.id,
-                entity=entity.name,
-                type=entity.type,
+            events.items.append(
+                payloads.run_created(str(child_id), entity.name, entity.type, run.id)
             )
         return reserve
 
@@ -882,7 +963,7 @@ class OrmRunStore:
         if adopt:  # the first child is created leased to this worker, which goes on with it
             leased = {
                 "lease_owner": self.owner,
-                "lease_expires_at": timezone.now() + lease_time(),
+                "lease_expires_at": self.clock.now() + lease_time(),
             }
         new = [
             {**_NEW_RUN, **row, "cancel_requested": flag, **(leased if i == 0 else {})}
@@ -904,7 +985,7 @@ class OrmRunStore:
         now: Any,
     ) -> RunView:
         """The view of the first child, leased to this worker by its spawn, ready for
-        `load`. Its cancel flag is the parent's as the spawn's write read it back (the
+        `claim`. Its cancel flag is the parent's as the spawn's write read it back (the
         parent's row locked in between); a held spawn starts only children of a run with
         none."""
         child = self._taken[str(first["id"])] = RunView(
@@ -969,12 +1050,10 @@ class OrmRunStore:
             for row, (entity_name,) in rows
         ]
 
-    def finish(
-        self, run: RunView, *, steps: list[StepRecord], events: Events, adopt: bool = False
-    ) -> str | None:
-        now = timezone.now()
+    def _end(self, run: RunView, finish: ports.Finish) -> str | None:
+        now, adopt = self.clock.now(), finish.adopt
         claimed: sql.Later | None = None
-        steps, items = self._take_pending(run, steps, events.items)
+        steps, items = take_pending(run, finish.steps, finish.events.items)
         parent = self._waiting.pop(run.parent_id, None) if run.parent_id else None
         if (
             adopt
@@ -997,9 +1076,9 @@ class OrmRunStore:
             )
             if run.parent_id is not None and run.budget_anchor == run.id:
                 sql.return_budget(run.id, run.parent_id)  # what it did not use goes back
+            if finish.forget is not None:
+                _memory_items(finish.forget).delete()
             if run.parent_id is None:
-                # SESSION memory lives as long as the trace (seed 000 §3.6.2).
-                MemoryItem.objects.filter(session=run.trace_id, scope="SESSION").delete()
                 url = self._webhooks.pop(run.id, None)  # this process is done with the run
                 if url:
                     webhook_schedule(run_id=run.id, url=url, status=run.status)
@@ -1076,7 +1155,7 @@ class OrmRunStore:
 
     # -- people -----------------------------------------------------------------------------
 
-    def approval_verdict(self, run: RunView, key: str) -> hitl.ApprovalVerdict | None:
+    def _approval_verdict(self, run: RunView, key: str) -> hitl.ApprovalVerdict | None:
         self._flush(run)  # a held-back child's end first
         row = self.approvals.decided(run_id=run.id, key=key)
         if row is None:
@@ -1090,74 +1169,32 @@ class OrmRunStore:
             decided_by=row.decided_by,
         )
 
-    def request_approval(
-        self, run: RunView, ask: hitl.ApprovalAsk, *, steps: list[StepRecord], events: Events
-    ) -> None:
+    def _request_approval(self, run: RunView, pause: ports.Pause) -> None:
+        ask, steps, events = pause.ask, pause.steps, pause.events
         self._flush(run)  # a held-back child's end first
-        now = timezone.now()
-        counters = Run.objects.values(
-            "total_cost_usd", "total_tokens", "llm_calls", "tool_calls", "budget_usd"
-        ).get(pk=run.id)
-        history = Run.objects.filter(
-            entity_id=run.entity_id,
-            status=RunStatus.COMPLETED,
-            parent__isnull=run.parent_id is None,
-        ).aggregate(n=Count("pk"), cost=Avg("total_cost_usd"), ms=Avg("execution_time_ms"))
-        began = run.began_at or now
-        estimate, cost_risk, time_left = hitl.cost_estimate(
-            spent_usd=counters["total_cost_usd"],
-            tokens=counters["total_tokens"],
-            llm_calls=counters["llm_calls"],
-            tool_calls=counters["tool_calls"],
-            budget_usd=counters["budget_usd"],
-            steps_done=ask.steps_done,
-            steps_left=ask.steps_left,
-            history=hitl.RunHistory(
-                completed=history["n"],
-                mean_cost_usd=history["cost"],
-                mean_ms=float(history["ms"]) if history["ms"] is not None else None,
-            ),
-            elapsed_ms=(now - began).total_seconds() * 1000,
-        )
-        level, factors = hitl.risk_of([*ask.risk, *cost_risk])
-        required = ask.approval_required
-        # What a person reads, and may edit and send back to the engine: sealed.
-        sealed = self.pii.sealed(
-            run.definition,
-            {
-                "subject": ask.subject,
-                "payload": ask.payload,
-                "context_snapshot": ask.context_snapshot,
-                "reasoning_summary": ask.reasoning_summary,
-                "alternatives": list(ask.alternatives),
-            },
-        )
+        now = self.clock.now()
+        priced = hitl.priced(ask, _facts(run, now))
         request = ApprovalRequest(
             run_id=run.id,
             workspace_id=run.workspace_id,
             entity_id=run.entity_id,
             trace_id=run.trace_id,
             ask=ask,
-            sealed=sealed,
-            risk_level=level,
-            risk_factors=factors,
-            cost_estimate=estimate,
-            time_to_complete=time_left,
+            # What a person reads, and may edit and send back to the engine: sealed.
+            sealed=self.pii.sealed(run.definition, hitl.readable(ask)),
+            risk_level=priced.level,
+            risk_factors=priced.factors,
+            cost_estimate=priced.estimate,
+            time_to_complete=priced.time_left,
             now=now,
         )
-        event = (
-            "approval.requested" if required else "approval.noted",
-            {
-                "trigger": ask.trigger,
-                "step": ask.step_name,
-                "risk": level,
-                "summary": self.pii.kept(run.definition, ask.reasoning_summary),
-            },
-        )
+        required = ask.approval_required
+        summary = self.pii.kept(run.definition, ask.reasoning_summary)
+        event = hitl.approval_event(ask, priced.level, summary)
         with transaction.atomic():
             event[1]["approval_id"] = self.approvals.request(request)
             if required:
-                steps, items = self._take_pending(run, steps, [*events.items, event])
+                steps, items = take_pending(run, steps, [*events.items, event])
                 append_events(run.trace_id, run.id, self._kept_items(run, items))
                 self._write_run(run, lease_owner="", lease_expires_at=None)
                 run.released = True
@@ -1165,11 +1202,11 @@ class OrmRunStore:
             else:
                 run.pending_events.add(*event[:1], **event[1])
 
-    def awaiting_person(self, run: RunView) -> bool:
+    def _awaiting_person(self, run: RunView) -> bool:
         self._flush(run)  # a held-back child's end first
         return self.approvals.any_open(trace_id=run.trace_id)
 
-    def record_judge(self, run: RunView, key: str, verdict: dict) -> None:
+    def _record_judge(self, run: RunView, key: str, verdict: dict) -> None:
         self._flush(run)  # a held-back child's end first
         rationale = self.pii.kept(run.definition, str(verdict.get("rationale", "")))
         self.approvals.judge_record(
@@ -1178,7 +1215,7 @@ class OrmRunStore:
 
     # -- calls ----------------------------------------------------------------------------------
 
-    def recorded_reply(self, run: RunView, call_key: str) -> ModelReply | None:
+    def _recorded_reply(self, run: RunView, call_key: str) -> ModelReply | None:
         self._flags_seen = {}  # a call goes out: the flags may change while it is out
         if self._held_spawn is None:  # a model call may go before a held start, not an end
             self._flush(run)
@@ -1201,26 +1238,12 @@ class OrmRunStore:
             tool_arguments=meta.get("tool_arguments"),
         )
 
-    def record_model_call(
-        self,
-        run: RunView,
-        step: StepRecord,
-        call_key: str,
-        request: ModelRequest,
-        reply: ModelReply,
-        *,
-        reserved: Decimal | None = None,
-    ) -> None:
+    def _record_model_call(self, run: RunView, call: ports.ModelCall) -> None:
+        step, call_key, request, reply = call.step, call.key, call.request, call.reply
+        reserved = call.reserved
         prompt = "\n\n".join(f"[{m['role']}] {m.get('content') or ''}" for m in request.messages)
         tokens = reply.prompt_tokens + reply.completion_tokens
-        event = {
-            "step": step.name,
-            "model": reply.model,
-            "tokens": tokens,
-            "cost_usd": str(reply.cost_usd),
-            "latency_ms": reply.latency_ms,
-        }
-        steps, items = self._take_pending(run, [], [("llm.call", event)])
+        steps, items = take_pending(run, [], [payloads.llm_call(step, reply)])
         try:
             self._record_call(
                 run, step, call_key, request, reply, prompt, tokens, steps, items, reserved
@@ -1256,7 +1279,7 @@ class OrmRunStore:
                         "run": run.id,
                         "call_key": call_key,
                         "purpose": request.purpose,
-                        "timestamp": timezone.now(),
+                        "timestamp": self.clock.now(),
                         "model_provider": reply.provider[:50],
                         "model_name": reply.model[:100],
                         "input_prompt": prompt,
@@ -1285,7 +1308,7 @@ class OrmRunStore:
                 run, cost=cost, tokens=tokens, llm_calls=1, reserved=reserved, record=record
             )
 
-    def recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None:
+    def _recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None:
         self._flags_seen = {}  # a call goes out: the flags may change while it is out
         self._flush(run)  # a held-back child's end first
         if not run.resumed:
@@ -1295,24 +1318,11 @@ class OrmRunStore:
             return None
         return ToolResult(output=row.output_result, latency_ms=row.latency_ms, replayed=True)
 
-    def record_tool_call(
-        self,
-        run: RunView,
-        step: StepRecord,
-        invocation: ToolInvocation,
-        result: ToolResult | None,
-        error: str = "",
-        *,
-        reserved: Decimal | None = None,
-    ) -> None:
+    def _record_tool_call(self, run: RunView, call: ports.ToolCall) -> None:
+        step, invocation, result, error = call.step, call.invocation, call.result, call.error
+        reserved = call.reserved
         tool = invocation.tool
-        event = {
-            "step": step.name,
-            "tool_id": tool["tool_id"],
-            "success": result is not None,
-            "latency_ms": result.latency_ms if result else 0,
-        }
-        steps, items = self._take_pending(run, [], [("tool.call", event)])
+        steps, items = take_pending(run, [], [payloads.tool_call(step, invocation, result)])
         with self._transaction(run, items=items, steps=steps):
             if steps or len(items) > 1:  # the engine buffered changes of the run too
                 self._write_run(run)
@@ -1324,7 +1334,7 @@ class OrmRunStore:
                         "id": uuid.uuid4(),
                         "idempotency_key": invocation.idempotency_key,
                         "run": run.id,
-                        "timestamp": timezone.now(),
+                        "timestamp": self.clock.now(),
                         "tool_id": tool["tool_id"],
                         "tool_name": tool.get("name", tool["tool_id"])[:200],
                         "provider": tool.get("provider", "")[:50],
@@ -1349,55 +1359,44 @@ class OrmRunStore:
 
     # -- memory and artifacts --------------------------------------------------------------
 
-    def memory_read(self, run: RunView) -> list[Any]:
-        """What the entity remembers, oldest first (seed 000 §3.6.2: FULL or RECENT_N)."""
-        config = run.definition["capabilities"]["memory"]
-        if not config.get("enabled"):
-            return []
-        items = _memory_items(run, config).filter(
-            Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+    def _memory_read(self, query: ports.MemoryQuery) -> list[Any]:
+        """The scope's items, newest first, not expired, at most `query.limit`."""
+        items = _memory_items(query.scope).filter(
+            Q(expires_at__isnull=True) | Q(expires_at__gt=query.now)
         )
-        if config.get("access_pattern") == "RECENT_N":
-            items = items[:MEMORY_RECENT_N]
-        contents = reversed(list(items.values_list("content", flat=True)))
-        return [self.pii.opened(item) for item in contents]
+        if query.limit is not None:
+            items = items[: query.limit]
+        return [self.pii.opened(item) for item in items.values_list("content", flat=True)]
 
-    def memory_write(self, run: RunView, content: Any) -> None:
-        """Remember one item; the retention policy's max_items and ttl_seconds apply."""
-        config = run.definition["capabilities"]["memory"]
-        if not config.get("enabled"):
-            return
+    def _memory_write(self, run: RunView, item: ports.Remembered) -> None:
+        """Keep one item, then only the scope's newest `item.keep`."""
         self._flush(run)  # what is held back first: the item names the run
-        retention = config.get("retention_policy") or {}
-        ttl = retention.get("ttl_seconds")
-        scope = config.get("scope", "SESSION")
         with transaction.atomic():
             MemoryItem.objects.create(
-                workspace_id=run.workspace_id,
-                scope=scope,
-                entity_id=run.entity_id if scope != "GLOBAL" else None,
-                session=run.trace_id if scope == "SESSION" else None,
+                workspace_id=item.scope.workspace_id,
+                scope=item.scope.scope,
+                entity_id=item.scope.entity_id,
+                session=item.scope.session,
                 run_id=run.id,
-                content=self.pii.sealed(run.definition, content),
-                expires_at=timezone.now() + timedelta(seconds=ttl) if ttl else None,
+                content=self.pii.sealed(run.definition, item.content),
+                expires_at=item.expires_at,
             )
-            limit = retention.get("max_items")
-            if limit:
-                keep = _memory_items(run, config).values_list("pk", flat=True)[:limit]
-                _memory_items(run, config).exclude(pk__in=list(keep)).delete()
+            if item.keep:
+                keep = _memory_items(item.scope).values_list("pk", flat=True)[: item.keep]
+                _memory_items(item.scope).exclude(pk__in=list(keep)).delete()
 
     def artifacts(self, run: RunView) -> _WorkspaceArtifacts:
         return _WorkspaceArtifacts(run.workspace_id)
 
-    def child_definition(self, run: RunView, entity_ref: str) -> dict | None:
+    def _child_definition(self, run: RunView, entity_ref: str) -> dict | None:
         found = self._resolved(run.workspace_id, entity_ref)
         return pinned_definition(found[1].pk, found[0].pk) if found else None
 
-    def children_definitions(self, run: RunView, refs: list[str]) -> dict[str, dict]:
+    def definitions(self, run: RunView, refs: list[str]) -> dict[str, dict]:
         self._resolve_many(run.workspace_id, refs)
         found = {}
         for ref in refs:
-            definition = self.child_definition(run, ref)
+            definition = self._child_definition(run, ref)
             if definition is not None:
                 found[ref] = definition
         return found
@@ -1449,20 +1448,7 @@ class OrmRunStore:
             for key in (str(entity.pk), entity.external_id, entity.name):
                 if key:
                     by_ref.setdefault(key, entity)
-        uncached = [v.pk for v in versions.values() if (v.pk, str(v.entity_id)) not in _DEFINITIONS]
-        if uncached:
-            rows = sql.select(
-                EntityVersion,
-                ("id", "entity", "definition"),
-                f"id IN ({sql.marks(uncached)})",
-                [sql.prep(EntityVersion, "id", pk) for pk in uncached],
-            )
-            with _DEFINITIONS_LOCK:
-                for values, _ in rows:
-                    key = (values["id"], str(values["entity"]))
-                    _DEFINITIONS[key] = pinned.shared(values["definition"])
-                while len(_DEFINITIONS) > _DEFINITIONS_KEPT:
-                    _DEFINITIONS.popitem(last=False)
+        _cache_definitions(list(versions.values()))
         for ref in missing:
             entity = by_ref.get(str(ref))
             if entity is None:
@@ -1472,6 +1458,26 @@ class OrmRunStore:
                     entity = None
             version = versions.get(entity.pk) if entity is not None else None
             cache[(workspace_id, ref)] = (entity, version) if version is not None else None
+
+
+def _cache_definitions(versions: list[_Version]) -> None:
+    """Read the definitions of `versions` not in the process-wide cache yet, in one query."""
+    uncached = [v.pk for v in versions if (v.pk, str(v.entity_id)) not in _DEFINITIONS]
+    if not uncached:
+        return
+    rows = sql.select(
+        EntityVersion,
+        ("id", "entity", "definition"),
+        f"id IN ({sql.marks(uncached)})",
+        [sql.prep(EntityVersion, "id", pk) for pk in uncached],
+    )
+    with _DEFINITIONS_LOCK:
+        for values, _ in rows:
+            _DEFINITIONS[(values["id"], str(values["entity"]))] = pinned.shared(
+                values["definition"]
+            )
+        while len(_DEFINITIONS) > _DEFINITIONS_KEPT:
+            _DEFINITIONS.popitem(last=False)
 
 
 @dataclass(slots=True)
@@ -1589,16 +1595,13 @@ class _Heartbeat:
                     close_old_connections()
 
 
-MEMORY_RECENT_N = 10
-
-
-def _memory_items(run: RunView, config: dict) -> Any:
-    scope = config.get("scope", "SESSION")
-    items = MemoryItem.objects.filter(workspace_id=run.workspace_id, scope=scope)
-    if scope == "SESSION":
-        return items.filter(session=run.trace_id)
-    if scope == "ENTITY":
-        return items.filter(entity_id=run.entity_id)
+def _memory_items(scope: ports.MemoryScope) -> Any:
+    """The items of a memory scope (newest first, as MemoryItem's ordering says)."""
+    items = MemoryItem.objects.filter(workspace_id=scope.workspace_id, scope=scope.scope)
+    if scope.scope == "SESSION":
+        return items.filter(session=scope.session)
+    if scope.scope == "ENTITY":
+        return items.filter(entity_id=scope.entity_id)
     return items
 
 
@@ -1626,7 +1629,7 @@ class _WorkspaceArtifacts:
         )
 
 
-_VIEW_FIELDS = (  # what `load` reads back; a foreign key gives the related row's id
+_VIEW_FIELDS = (  # what `claim` reads back; a foreign key gives the related row's id
     "id",
     "trace_id",
     "workspace",

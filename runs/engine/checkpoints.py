@@ -12,6 +12,8 @@ from runs.engine.ports import (
     INVALID_INPUT,
     REJECTED,
     TIMEOUT,
+    Pause,
+    Save,
 )
 from runs.engine.state import (
     Events,
@@ -60,7 +62,7 @@ def ask_person(
     NeedsApproval: the run is persisted PAUSED with `steps` and `events`. `awaiting` marks
     a request the run resumes from (after a failure, an exit, a review) rather than one
     it meets again by replaying the step."""
-    verdict = engine.store.approval_verdict(run, question.key)
+    verdict = engine.store.signals(run, approval=question.key).verdict
     if verdict is not None:
         if verdict.outcome:
             return verdict
@@ -68,7 +70,7 @@ def ask_person(
             return None
     ask = approval_ask(run, checkpoint, question)
     if not checkpoint.approval_required:
-        engine.store.request_approval(run, ask, steps=[], events=Events())
+        engine.store.commit(run, Pause(ask))
         return None
     if awaiting is not None:
         run.state = {
@@ -77,7 +79,7 @@ def ask_person(
         }
     run.state = {**run.state, hitl.REPLAY_KEY: True}
     run.status = "PAUSED"
-    engine.store.request_approval(run, ask, steps=steps, events=events)
+    engine.store.commit(run, Pause(ask, steps, events))
     return NeedsApproval()
 
 
@@ -465,7 +467,7 @@ def on_failure_checkpoint(
     if step["type"] == "THOUGHT":
         schema = run.definition["io_contract"]["output"]["schema"]
     elif step["type"] == plans.CHILD:
-        child = engine.store.child_definition(run, step["target_entity"])
+        child = engine.store.definitions(run, [step["target_entity"]]).get(step["target_entity"])
         schema = child["io_contract"]["output"]["schema"] if child else None
     asked = ask_person(
         engine,
@@ -494,10 +496,10 @@ def resume_decision(engine: Engine, run: RunView) -> bool:
     """Go on from a request the run waited on (after a failure, an ESCALATE exit, a
     review): False when the run paused again or ended."""
     awaiting = run.state[hitl.AWAITING_KEY]
-    verdict = engine.store.approval_verdict(run, awaiting["key"])
+    verdict = engine.store.signals(run, approval=awaiting["key"]).verdict
     if verdict is None or not verdict.outcome:
         run.status = "PAUSED"
-        engine.store.save(run, steps=[], events=Events())
+        engine.store.commit(run, Save([], Events()))
         return False
     run.state = {k: v for k, v in run.state.items() if k != hitl.AWAITING_KEY}
     run.status = "RUNNING"
@@ -527,7 +529,7 @@ def resume_decision(engine: Engine, run: RunView) -> bool:
         engine._new_state(run, step, verdict.payload, events)
     run.cursor = position + 1
     run.attempt = 1
-    engine.store.save(run, steps=[], events=events)
+    engine.store.commit(run, Save([], events))
     return True
 
 
@@ -564,7 +566,7 @@ def after_failure_decision(
     run.attempt += 1  # approve: another attempt of the step
     run.cursor = position
     events.add("step.retry", step=step["name"], attempt=run.attempt, by="person")
-    engine.store.save(run, steps=[], events=events)
+    engine.store.commit(run, Save([], events))
     return True
 
 

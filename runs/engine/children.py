@@ -11,6 +11,8 @@ from runs.engine.outcomes import Failed, OverBudget, WaitingOnChildren
 from runs.engine.ports import (
     LIMIT_EXCEEDED,
     VALIDATION_ERROR,
+    Save,
+    Spawn,
 )
 from runs.engine.state import (
     ChildOutcome,
@@ -28,7 +30,7 @@ def child_names(engine: Engine, run: RunView) -> dict[str, str]:
     refs = [link["child_id"] for link in run.definition["hierarchy"]["children"]]
     if not refs:
         return {}
-    found = engine.store.children_definitions(run, refs)
+    found = engine.store.definitions(run, refs)
     return {ref: child["identity"]["name"] for ref, child in found.items()}
 
 
@@ -53,16 +55,16 @@ def start_children(
         return requests
     if not requests:
         run.cursor = group[-1] + 1
-        engine.store.save(run, steps=steps, events=events)
+        engine.store.commit(run, Save(steps, events))
         return None
     run.status = "WAITING"
     run.waiting_on = [r.step_key for r in requests]  # type: ignore[attr-defined]
     adopt = engine.handoff_s > 0
     try:
-        ids = engine.store.spawn(run, children=requests, steps=steps, events=events, adopt=adopt)
+        done = engine.store.commit(run, Spawn(requests, steps, events, adopt=adopt))
     except LimitReached as limit:  # the store's answer: no room for the children's budgets
         return OverBudget(limit)
-    return WaitingOnChildren(tuple(ids))
+    return WaitingOnChildren(done.child_ids, done.taken)
 
 
 def child_requests(
@@ -81,7 +83,7 @@ def child_requests(
             steps.append(record)
             events.add("step.skipped", step=step["name"], reason="condition is false")
             continue
-        child = engine.store.child_definition(run, step["target_entity"])
+        child = engine.store.definitions(run, [step["target_entity"]]).get(step["target_entity"])
         if child is None:
             return Failed(
                 VALIDATION_ERROR,

@@ -45,6 +45,8 @@ from runs.engine.ports import (
     LeaseLost,
     ModelClient,
     RunStore,
+    Save,
+    Schedule,
     Screening,
     SystemClock,
     ToolRunner,
@@ -112,7 +114,7 @@ class Engine:
     def _advance_one(self, run_id: str) -> None:
         """Claim the run and drive it; a lost lease stops without writing, and a bug ends
         the run INTERNAL_ERROR rather than leaving it RUNNING."""
-        run = self.store.load(run_id)
+        run = self.store.claim(run_id)
         if run is None:
             return
         try:
@@ -166,7 +168,7 @@ class Engine:
                 if endings.complete(self, run):
                     continue  # another pass of the plan
                 return
-            if self.store.cancel_requested(run):
+            if self.store.signals(run, cancel=True).cancel_requested:
                 endings.cancel(self, run)  # the step in flight finished; no new one starts
                 return
             if endings.expired(self, run):
@@ -187,7 +189,7 @@ class Engine:
             if not self._run_step(run, group[0]):
                 return
         run.status = "RUNNING"
-        self.store.save(run, steps=[], events=Events())
+        self.store.commit(run, Save([], Events()))
         self.enqueue(run.id)  # a long plan yields the worker, then goes on
 
     @staticmethod
@@ -253,7 +255,7 @@ class Engine:
             # The run ends or starts children next: that write carries this step.
             self._later(run, steps, events)
         else:
-            self.store.save(run, steps=steps, events=events)
+            self.store.commit(run, Save(steps, events))
 
     def _run_step(self, run: RunView, position: int) -> bool:
         """Run the THOUGHT or TOOL_CALL step at `position` and act on its outcome: False
@@ -353,16 +355,15 @@ class Engine:
     def _hint_children(self, waiting: WaitingOnChildren) -> None:
         """Have the children started advanced: with handoff, this worker goes on with the
         first one it holds; the others go to any worker."""
-        adopt = self.handoff_s > 0
         for child_id in waiting.child_ids:
-            if adopt and self._handoff is None and self.store.taken(child_id):
+            if self._handoff is None and child_id == waiting.taken:
                 self._handoff = child_id  # this worker goes on with it
             else:
                 self.enqueue(child_id)
 
     def _schedule(self, run: RunView, at: RetryAt, steps: list[StepRecord], events: Events) -> bool:
         """Persist the run to be advanced again `at.delay_s` from now; False (it stops)."""
-        self.store.schedule(run, at.delay_s, steps=steps, events=events)
+        self.store.commit(run, Schedule(at.delay_s, steps, events))
         self.enqueue_later(run.id, at.delay_s)
         return False
 

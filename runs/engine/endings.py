@@ -9,6 +9,7 @@ from runs.engine import (
     children,
     hitl,
     loop,
+    memory,
     retry,
     review,
     start,
@@ -25,6 +26,9 @@ from runs.engine.ports import (
     LIMIT_EXCEEDED,
     TIMEOUT,
     VALIDATION_ERROR,
+    Finish,
+    JudgeVerdict,
+    Save,
 )
 from runs.engine.state import (
     HISTORY_KEY,
@@ -97,7 +101,9 @@ def after_review(engine: Engine, run: RunView, output: dict[str, Any], events: E
             next_pass(engine, run, events)
             return True
         events.add("loop.stopped", iteration=run.iteration, reason="iteration limit")
-    engine.store.memory_write(run, {"input": run.input, "output": output})
+    remembered = memory.remembering(run, {"input": run.input, "output": output}, engine.clock.now())
+    if remembered is not None:
+        engine.store.record(run, remembered)
     finish(engine, run, "COMPLETED", "", "", events, [])
     return False
 
@@ -106,7 +112,7 @@ def next_pass(engine: Engine, run: RunView, events: Events) -> None:
     run.iteration += 1
     run.cursor = 0
     run.attempt = 1
-    engine.store.save(run, steps=[], events=events)
+    engine.store.commit(run, Save([], events))
 
 
 def run_review(engine: Engine, run: RunView, output: dict[str, Any], events: Events) -> str:
@@ -131,10 +137,11 @@ def run_review(engine: Engine, run: RunView, output: dict[str, Any], events: Eve
         "passed_criteria": list(result.passed_criteria),
     }
     for index, (criterion, judged) in enumerate(result.verdicts):
-        engine.store.record_judge(
+        engine.store.record(
             run,
-            f"review:{run.iteration}:{run.attempt}:{index}",
-            {**judged, "criterion": criterion},
+            JudgeVerdict(
+                f"review:{run.iteration}:{run.attempt}:{index}", {**judged, "criterion": criterion}
+            ),
         )
     if result.human_review or (not result.passed and mechanism["on_failure"] == "ESCALATE"):
         record.status = "WAITING"
@@ -295,7 +302,7 @@ def expired(engine: Engine, run: RunView) -> bool:
     not count (the decision moves the trace's deadlines by the time waited)."""
     if run.deadline is None or engine.clock.now() <= run.deadline:
         return False
-    return not engine.store.awaiting_person(run)
+    return not engine.store.signals(run, person=True).awaiting_person
 
 
 def timeout(engine: Engine, run: RunView) -> None:
@@ -304,15 +311,15 @@ def timeout(engine: Engine, run: RunView) -> None:
     steps = unfinished_steps(
         engine, run, "FAILED", error_code=TIMEOUT, error_message="the run passed its deadline"
     )
-    for child_id in engine.store.cancel_descendants(run):
-        engine.enqueue(child_id)
-    fail(
+    finish(
         engine,
         run,
+        "FAILED",
         TIMEOUT,
         f"the run passed its deadline (timeout_ms {timeout_ms}, or an ancestor's)",
         Events(),
         steps,
+        stop_descendants=True,
     )
 
 
@@ -326,7 +333,7 @@ def limit_reached(engine: Engine, run: RunView, limit: LimitReached) -> None:
     run.status, run.error_code, run.error_message = "BLOCKED", limit.code, str(limit)
     events = Events()
     events.add("run.status", status="BLOCKED", reason="budget_exhausted", message=str(limit))
-    engine.store.save(run, steps=[], events=events)
+    engine.store.commit(run, Save([], events))
 
 
 def fail(
@@ -343,17 +350,25 @@ def finish(
     message: str,
     events: Events,
     steps: list[StepRecord],
+    *,
+    stop_descendants: bool = False,
 ) -> None:
+    """End the run `status`; `stop_descendants`: its unfinished descendants stop too."""
     run.status, run.error_code, run.error_message = status, code, message
     events.add("run.status", status=status, error_code=code, error_message=message)
     adopt = engine.handoff_s > 0
-    parent = engine.store.finish(run, steps=steps, events=events, adopt=adopt)
-    if parent is None:
+    forget = memory.ending_with(run)
+    done = engine.store.commit(
+        run, Finish(steps, events, adopt, stop_descendants=stop_descendants, forget=forget)
+    )
+    for child_id in done.stopped:
+        engine.enqueue(child_id)
+    if done.woken is None:
         return
-    if adopt and engine.store.taken(parent):
-        engine._handoff = parent  # this worker goes on with the parent it woke
+    if done.taken == done.woken:
+        engine._handoff = done.woken  # this worker goes on with the parent it woke
     else:
-        engine.enqueue(parent)
+        engine.enqueue(done.woken)
 
 
 def cancel(engine: Engine, run: RunView) -> None:

@@ -367,3 +367,64 @@ def cost_estimate(
         seconds = max(history.mean_ms - elapsed_ms, 0) / 1000
         time_left = f"about {seconds:.0f} s (mean of {history.completed} completed runs)"
     return estimate, risk, time_left
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a store knows of a run when it records its request for a person: its counters,
+    what earlier runs of its entity say, and how long it has run."""
+
+    spent_usd: Decimal
+    tokens: int
+    llm_calls: int
+    tool_calls: int
+    budget_usd: Decimal | None
+    history: RunHistory
+    elapsed_ms: float
+
+
+@dataclass(frozen=True)
+class Priced:
+    """A request's risk level and factors, cost estimate and time to complete."""
+
+    level: str
+    factors: list[str]
+    estimate: dict[str, Any]
+    time_left: str | None
+
+
+def priced(ask: ApprovalAsk, facts: RunFacts) -> Priced:
+    """The risk and cost of a request, the same whichever store records it."""
+    estimate, cost_risk, time_left = cost_estimate(
+        spent_usd=facts.spent_usd,
+        tokens=facts.tokens,
+        llm_calls=facts.llm_calls,
+        tool_calls=facts.tool_calls,
+        budget_usd=facts.budget_usd,
+        steps_done=ask.steps_done,
+        steps_left=ask.steps_left,
+        history=facts.history,
+        elapsed_ms=facts.elapsed_ms,
+    )
+    level, factors = risk_of([*ask.risk, *cost_risk])
+    return Priced(level, factors, estimate, time_left)
+
+
+def readable(ask: ApprovalAsk) -> dict[str, Any]:
+    """What a person reads of a request, and may edit and send back: the parts the stores
+    seal under pii_handling."""
+    return {
+        "subject": ask.subject,
+        "payload": ask.payload,
+        "context_snapshot": ask.context_snapshot,
+        "reasoning_summary": ask.reasoning_summary,
+        "alternatives": list(ask.alternatives),
+    }
+
+
+def approval_event(ask: ApprovalAsk, level: str, summary: str) -> tuple[str, dict[str, Any]]:
+    """The trace's event for a request: `approval.requested` when it waits on a person,
+    `approval.noted` when it only tells them. `summary`: the reasoning summary as the trace
+    keeps it (under pii_handling)."""
+    kind = "approval.requested" if ask.approval_required else "approval.noted"
+    return kind, {"trigger": ask.trigger, "step": ask.step_name, "risk": level, "summary": summary}

@@ -144,3 +144,10 @@ def run_limits(
         "budget_anchor": run_id if budget is not None else parent_anchor,
         "cost_alert_usd": None if alert is None else Decimal(str(alert)),
     }
+
+
+def lifetime_left(limit: Decimal, *, spent: Decimal, held: Decimal) -> Decimal:
+    """What an entity's cumulative_cost_usd leaves for a new run: the limit, less what its
+    ended runs cost (`spent`) and what its unfinished ones may still cost (`held`: their
+    budgets, or what they cost so far when they have none)."""
+    return limit - spent - held

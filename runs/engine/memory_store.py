@@ -1,7 +1,7 @@
 """The engine's RunStore in plain dicts: the engine's own fast tests, no database.
 
 It keeps the ORM store's (`runs/store.py`) semantics, so one contract suite
-(`tests/engine/test_store_contract.py`) runs against both: `load` answers None for a run that
+(`tests/engine/test_store_contract.py`) runs against both: `claim` answers None for a run that
 is finished, asleep, leased by another owner or due later, and says `resumed` when a lease
 was left behind; every write takes the records the engine buffered on the run first; a
 finishing child answers its parent's id when it was the last unfinished child of the
@@ -19,23 +19,24 @@ import copy
 import itertools
 import json
 import threading
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import Any, overload
 
 from cryptography.fernet import Fernet
 
 from runs.engine import hitl
+from runs.engine import state as payloads
 from runs.engine.context import InMemoryArtifactStore
-from runs.engine.definition import Definition, Memory
+from runs.engine.definition import Definition
 from runs.engine.limits import (
     LimitReached,
     LimitRow,
     budget_blocks,
     first_limit_hit,
+    lifetime_left,
     lifetime_limit,
     lifetime_used,
     no_room_for_children,
@@ -44,27 +45,45 @@ from runs.engine.limits import (
 from runs.engine.pii_copies import PiiCopies
 from runs.engine.ports import (
     Cipher,
+    Committed,
+    Finish,
+    Ids,
+    JudgeVerdict,
     LeaseLost,
+    MemoryQuery,
+    MemoryScope,
+    ModelCall,
     ModelReply,
     ModelRequest,
+    Pause,
+    RandomIds,
+    Record,
+    Remembered,
+    ReplyKey,
+    ResultKey,
+    Save,
+    Schedule,
     Screening,
-    ToolInvocation,
+    Signals,
+    Spawn,
+    ToolCall,
     ToolResult,
+    Transition,
 )
 from runs.engine.state import (
     TERMINAL,
     ChildOutcome,
     ChildRequest,
-    Events,
     RunView,
     StepRecord,
     child_step_key,
+    take_pending,
 )
+from runs.engine.tree import descendants
 
 ACTIVE = ("PENDING", "RUNNING", "WAITING", "PAUSED")  # what a cancellation stops
 ASLEEP = ("PAUSED", "BLOCKED")  # nothing advances these until a human acts
 STEP_DONE = ("COMPLETED", "FAILED", "SKIPPED", "CANCELLED")
-MEMORY_RECENT_N = 10
 MESSAGE_LIMIT = 10_000
 _MICRO = Decimal("0.000001")  # the ORM's cost columns keep six decimal places
 
@@ -271,7 +290,7 @@ class InMemoryRunStore:
         owner: str = "memory-worker",
         lease_seconds: float = 30.0,
         workspace_id: int = 1,
-        new_id: Callable[[], str] | None = None,
+        ids: Ids | None = None,
         cipher: Cipher | None = None,
         _world: _World | None = None,
     ):
@@ -284,7 +303,7 @@ class InMemoryRunStore:
         self.owner = owner
         self.lease_seconds = lease_seconds
         self.workspace_id = workspace_id
-        self.new_id = new_id or (lambda: str(uuid.uuid4()))
+        self.ids = ids or RandomIds()
         self._taken: set[str] = set()  # runs leased to this worker by spawn/finish (adopt)
 
     def worker(self, owner: str) -> InMemoryRunStore:
@@ -295,7 +314,7 @@ class InMemoryRunStore:
             owner=owner,
             lease_seconds=self.lease_seconds,
             workspace_id=self.workspace_id,
-            new_id=self.new_id,
+            ids=self.ids,
             cipher=self.pii.cipher,
             _world=self._world,
         )
@@ -335,7 +354,7 @@ class InMemoryRunStore:
             if entity is None:
                 raise KeyError(f"no entity {entity_ref!r} in workspace {workspace}")
             definition = entity.definition
-            run_id = self.new_id()
+            run_id = self.ids.new_id()
             limit, left = lifetime_limit(definition), self._lifetime_left(entity, definition)
             if limit is not None and left is not None and left <= 0:
                 raise lifetime_used(entity.name, limit)
@@ -355,7 +374,7 @@ class InMemoryRunStore:
             self._append_events(
                 run_id,
                 run_id,
-                [("run.created", {"run_id": run_id, "entity": entity.name, "type": entity.type})],
+                [payloads.run_created(run_id, entity.name, entity.type)],
             )
             return run_id
 
@@ -363,10 +382,7 @@ class InMemoryRunStore:
         """Ask the run and its descendants to stop (as `run_cancel` does); answer how many
         active runs were asked. Hinting the idle ones is the caller's job."""
         with self._world.lock:
-            found, frontier = [run_id], [run_id]
-            while frontier:
-                frontier = [r.id for r in self._world.runs.values() if r.parent_id in frontier]
-                found.extend(frontier)
+            found = [run_id, *descendants(run_id, self._children_of)]
             count = 0
             for rid in found:
                 row = self._world.runs.get(rid)
@@ -474,7 +490,7 @@ class InMemoryRunStore:
 
     # -- lease ------------------------------------------------------------------------------
 
-    def load(self, run_id: str) -> RunView | None:
+    def claim(self, run_id: str) -> RunView | None:
         """Claim the run's lease and read it; None when it is finished, asleep, due later or
         leased by someone else."""
         with self._world.lock:
@@ -530,9 +546,6 @@ class InMemoryRunStore:
                 limited=row.limited,
             )
 
-    def taken(self, run_id: str) -> bool:
-        return run_id in self._taken
-
     def let_go(self, run_id: str) -> None:
         if run_id not in self._taken:
             return
@@ -554,7 +567,7 @@ class InMemoryRunStore:
         row.lease_owner, row.lease_expires_at = self.owner, now + self._lease
         self._taken.add(row.id)
 
-    def cancel_requested(self, run: RunView) -> bool:
+    def _cancel_requested(self, run: RunView) -> bool:
         """Whether someone asked the run to stop since it was loaded."""
         if not run.cancel_requested:
             with self._world.lock:
@@ -569,23 +582,83 @@ class InMemoryRunStore:
             if row.lease_owner == self.owner:
                 row.lease_owner, row.lease_expires_at = "", None
 
+    # -- the port: commits, records, reads ----------------------------------------------------
+
+    def commit(self, run: RunView, transition: Transition) -> Committed:
+        if isinstance(transition, Save):
+            self._save(run, transition)
+        elif isinstance(transition, Schedule):
+            self._schedule(run, transition)
+        elif isinstance(transition, Spawn):
+            ids = self._spawn(run, transition)
+            taken = ids[0] if ids and ids[0] in self._taken else None
+            return Committed(child_ids=tuple(ids), taken=taken)
+        elif isinstance(transition, Finish):
+            stopped = self._cancel_descendants(run) if transition.stop_descendants else []
+            woken = self._end(run, transition)
+            taken = woken if woken is not None and woken in self._taken else None
+            return Committed(woken=woken, stopped=tuple(stopped), taken=taken)
+        else:
+            self._request_approval(run, transition)
+        return Committed()
+
+    @overload
+    def recall(self, run: RunView, key: ReplyKey) -> ModelReply | None: ...
+
+    @overload
+    def recall(self, run: RunView, key: ResultKey) -> ToolResult | None: ...
+
+    @overload
+    def recall(self, run: RunView, key: MemoryQuery) -> list[Any]: ...
+
+    def recall(
+        self, run: RunView, key: ReplyKey | ResultKey | MemoryQuery
+    ) -> ModelReply | ToolResult | list[Any] | None:
+        if isinstance(key, ReplyKey):
+            return self._recorded_reply(run, key.key)
+        if isinstance(key, ResultKey):
+            return self._recorded_tool_result(run, key.key)
+        return self._memory_read(key)
+
+    def record(self, run: RunView, record: Record) -> None:
+        if isinstance(record, ModelCall):
+            self._record_model_call(run, record)
+        elif isinstance(record, ToolCall):
+            self._record_tool_call(run, record)
+        elif isinstance(record, JudgeVerdict):
+            self._record_judge(run, record.key, record.verdict)
+        else:
+            self._memory_write(run, record)
+
+    def signals(
+        self,
+        run: RunView,
+        *,
+        cancel: bool = False,
+        approval: str | None = None,
+        person: bool = False,
+    ) -> Signals:
+        return Signals(
+            cancel_requested=self._cancel_requested(run) if cancel else run.cancel_requested,
+            verdict=self._approval_verdict(run, approval) if approval is not None else None,
+            awaiting_person=self._awaiting_person(run) if person else False,
+        )
+
     # -- progress ---------------------------------------------------------------------------
 
-    def save(self, run: RunView, *, steps: list[StepRecord], events: Events) -> None:
-        steps, items = take_pending(run, steps, events.items)
+    def _save(self, run: RunView, save: Save) -> None:
+        steps, items = take_pending(run, save.steps, save.events.items)
         with self._world.lock:
             self._write_run(run)
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
 
-    def schedule(
-        self, run: RunView, delay_s: float, *, steps: list[StepRecord], events: Events
-    ) -> None:
-        steps, items = take_pending(run, steps, events.items)
+    def _schedule(self, run: RunView, schedule: Schedule) -> None:
+        steps, items = take_pending(run, schedule.steps, schedule.events.items)
         with self._world.lock:
             self._write_run(
                 run,
-                wake_at=self.clock() + timedelta(seconds=delay_s),
+                wake_at=self.clock() + timedelta(seconds=schedule.delay_s),
                 lease_owner="",
                 lease_expires_at=None,
             )
@@ -593,15 +666,8 @@ class InMemoryRunStore:
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
 
-    def spawn(
-        self,
-        run: RunView,
-        *,
-        children: list[ChildRequest],
-        steps: list[StepRecord],
-        events: Events,
-        adopt: bool = False,
-    ) -> list[str]:
+    def _spawn(self, run: RunView, spawn: Spawn) -> list[str]:
+        children, steps, events = spawn.children, spawn.steps, spawn.events
         with self._world.lock:
             now = self.clock()
             rows = []
@@ -617,13 +683,7 @@ class InMemoryRunStore:
                 if row.budget_usd is not None and run.budget_anchor is not None:
                     reserve += row.budget_usd
                 rows.append(row)
-                events.add(
-                    "run.created",
-                    run_id=row.id,
-                    parent_id=run.id,
-                    entity=entity.name,
-                    type=entity.type,
-                )
+                events.items.append(payloads.run_created(row.id, entity.name, entity.type, run.id))
             if reserve and run.budget_anchor is not None:
                 anchor = self._world.runs[run.budget_anchor]
                 if _room(anchor) < reserve:  # nothing is written, as in a rolled-back commit
@@ -632,7 +692,7 @@ class InMemoryRunStore:
             steps, items = take_pending(run, steps, events.items)
             for row in rows:
                 self._world.runs[row.id] = row
-            if adopt:  # the first child is leased to this worker, which goes on with it
+            if spawn.adopt:  # the first child is leased to this worker, which goes on with it
                 self._adopt(rows[0], now)
             # The run waits now: let go of the lease in the same write.
             self._write_run(run, lease_owner="", lease_expires_at=None)
@@ -652,7 +712,7 @@ class InMemoryRunStore:
     ) -> StoredRun:
         """A child run of `run`'s current step, with its limits (nothing is written; raises
         LimitReached when the entity's cumulative_cost_usd is used up)."""
-        child_id = self.new_id()
+        child_id = self.ids.new_id()
         limit = lifetime_limit(entity.definition)
         left = self._lifetime_left(entity, entity.definition)
         if limit is not None and left is not None and left <= 0:  # nothing is written
@@ -706,17 +766,15 @@ class InMemoryRunStore:
                 for row in rows
             ]
 
-    def finish(
-        self, run: RunView, *, steps: list[StepRecord], events: Events, adopt: bool = False
-    ) -> str | None:
+    def _end(self, run: RunView, finish: Finish) -> str | None:
         with self._world.lock:  # one commit: the end, and the parent's lease with adopt
-            parent = self._finish(run, steps=steps, events=events)
-            if parent is not None and adopt:
+            parent = self._finish(run, finish)
+            if parent is not None and finish.adopt:
                 self._adopt(self._world.runs[parent], self.clock())
         return parent
 
-    def _finish(self, run: RunView, *, steps: list[StepRecord], events: Events) -> str | None:
-        steps, items = take_pending(run, steps, events.items)
+    def _finish(self, run: RunView, finish: Finish) -> str | None:
+        steps, items = take_pending(run, finish.steps, finish.events.items)
         with self._world.lock:
             now = self.clock()
             self._write_run(
@@ -739,13 +797,10 @@ class InMemoryRunStore:
                 if parent_anchor is not None:
                     unused = max(row.budget_usd - row.total_cost_usd, Decimal(0))
                     self._world.runs[parent_anchor].reserved_usd -= unused
+            if finish.forget is not None:
+                gone = {m.id for m in self._memory_items(finish.forget)}
+                self._world.memory = [m for m in self._world.memory if m.id not in gone]
             if run.parent_id is None:
-                # SESSION memory lives as long as the trace.
-                self._world.memory = [
-                    m
-                    for m in self._world.memory
-                    if not (m.scope == "SESSION" and m.session == run.trace_id)
-                ]
                 return None
             if run.spawn_group.endswith("/1"):
                 return run.parent_id  # an only child: the parent's claim sorts it out
@@ -762,23 +817,16 @@ class InMemoryRunStore:
 
     # -- calls ------------------------------------------------------------------------------
 
-    def recorded_reply(self, run: RunView, call_key: str) -> ModelReply | None:
+    def _recorded_reply(self, run: RunView, call_key: str) -> ModelReply | None:
         if not run.resumed:
             return None
         with self._world.lock:
             found = self._world.model_calls.get(call_key)
             return found.reply if found is not None else None
 
-    def record_model_call(
-        self,
-        run: RunView,
-        step: StepRecord,
-        call_key: str,
-        request: ModelRequest,
-        reply: ModelReply,
-        *,
-        reserved: Decimal | None = None,
-    ) -> None:
+    def _record_model_call(self, run: RunView, call: ModelCall) -> None:
+        step, call_key, request, reply = call.step, call.key, call.request, call.reply
+        reserved = call.reserved
         tokens = reply.prompt_tokens + reply.completion_tokens
         steps, items = take_pending(run, [], [])
         with self._world.lock:
@@ -809,24 +857,9 @@ class InMemoryRunStore:
                 llm_calls=1,
                 reserved=reserved,
             )
-            self._append_events(
-                run.trace_id,
-                run.id,
-                [
-                    (
-                        "llm.call",
-                        {
-                            "step": step.name,
-                            "model": reply.model,
-                            "tokens": tokens,
-                            "cost_usd": str(reply.cost_usd),
-                            "latency_ms": reply.latency_ms,
-                        },
-                    )
-                ],
-            )
+            self._append_events(run.trace_id, run.id, [payloads.llm_call(step, reply)])
 
-    def recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None:
+    def _recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None:
         if not run.resumed:
             return None
         with self._world.lock:
@@ -837,16 +870,9 @@ class InMemoryRunStore:
                 output=_json(found.output), latency_ms=found.latency_ms, replayed=True
             )
 
-    def record_tool_call(
-        self,
-        run: RunView,
-        step: StepRecord,
-        invocation: ToolInvocation,
-        result: ToolResult | None,
-        error: str = "",
-        *,
-        reserved: Decimal | None = None,
-    ) -> None:
+    def _record_tool_call(self, run: RunView, call: ToolCall) -> None:
+        step, invocation, result, error = call.step, call.invocation, call.result, call.error
+        reserved = call.reserved
         tool = invocation.tool
         steps, items = take_pending(run, [], [])
         with self._world.lock:
@@ -880,83 +906,49 @@ class InMemoryRunStore:
                 )
             self._add_counters(run, cost=Decimal(0), tokens=0, tool_calls=1, reserved=reserved)
             self._append_events(
-                run.trace_id,
-                run.id,
-                [
-                    (
-                        "tool.call",
-                        {
-                            "step": step.name,
-                            "tool_id": tool["tool_id"],
-                            "success": result is not None,
-                            "latency_ms": latency_ms,
-                        },
-                    )
-                ],
+                run.trace_id, run.id, [payloads.tool_call(step, invocation, result)]
             )
 
     # -- memory and artifacts ---------------------------------------------------------------
 
-    def memory_read(self, run: RunView) -> list[Any]:
-        """What the entity remembers, oldest first (FULL or RECENT_N)."""
-        config = run.definition["capabilities"]["memory"]
-        if not config.get("enabled"):
-            return []
+    def _memory_read(self, query: MemoryQuery) -> list[Any]:
+        """The scope's items, newest first, not expired, at most `query.limit`."""
         with self._world.lock:
-            now = self.clock()
             items = [
                 m
-                for m in self._memory_items(run, config)
-                if m.expires_at is None or m.expires_at > now
+                for m in self._memory_items(query.scope)
+                if m.expires_at is None or m.expires_at > query.now
             ]
-            if config.get("access_pattern") == "RECENT_N":
-                items = items[:MEMORY_RECENT_N]
-            return [self.pii.opened(_json(m.content)) for m in reversed(items)]
+            return [self.pii.opened(_json(m.content)) for m in items[: query.limit]]
 
-    def memory_write(self, run: RunView, content: Any) -> None:
-        """Remember one item; the retention policy's max_items and ttl_seconds apply."""
-        config = run.definition["capabilities"]["memory"]
-        if not config.get("enabled"):
-            return
-        retention = config.get("retention_policy") or {}
-        ttl = retention.get("ttl_seconds")
-        scope = config.get("scope", "SESSION")
+    def _memory_write(self, run: RunView, item: Remembered) -> None:
+        """Keep one item, then only the scope's newest `item.keep`."""
         with self._world.lock:
-            now = self.clock()
             self._world.memory.append(
                 StoredMemory(
                     id=next(self._world.memory_ids),
-                    workspace_id=run.workspace_id,
-                    scope=scope,
-                    entity_id=run.entity_id if scope != "GLOBAL" else None,
-                    session=run.trace_id if scope == "SESSION" else None,
+                    workspace_id=item.scope.workspace_id,
+                    scope=item.scope.scope,
+                    entity_id=item.scope.entity_id,
+                    session=item.scope.session,
                     run_id=run.id,
-                    content=_json(self.pii.sealed(run.definition, content)),
-                    created_at=now,
-                    expires_at=now + timedelta(seconds=ttl) if ttl else None,
+                    content=_json(self.pii.sealed(run.definition, item.content)),
+                    created_at=self.clock(),
+                    expires_at=item.expires_at,
                 )
             )
-            limit = retention.get("max_items")
-            if limit:
-                dropped = {m.id for m in self._memory_items(run, config)[limit:]}
+            if item.keep:
+                dropped = {m.id for m in self._memory_items(item.scope)[item.keep :]}
                 self._world.memory = [m for m in self._world.memory if m.id not in dropped]
 
     def artifacts(self, run: RunView) -> InMemoryArtifactStore:
         with self._world.lock:
             return self._world.artifacts.setdefault(run.workspace_id, InMemoryArtifactStore())
 
-    def child_definition(self, run: RunView, entity_ref: str) -> Definition | None:
+    def definitions(self, run: RunView, refs: list[str]) -> dict[str, Definition]:
         with self._world.lock:
-            found = self._resolve(run.workspace_id, entity_ref)
-            return found.definition if found is not None else None
-
-    def children_definitions(self, run: RunView, refs: list[str]) -> dict[str, Definition]:
-        found = {}
-        for ref in refs:
-            definition = self.child_definition(run, ref)
-            if definition is not None:
-                found[ref] = definition
-        return found
+            found = {ref: self._resolve(run.workspace_id, ref) for ref in refs}
+        return {ref: entity.definition for ref, entity in found.items() if entity is not None}
 
     # -- inside -----------------------------------------------------------------------------
 
@@ -1074,7 +1066,7 @@ class InMemoryRunStore:
         tool_calls: int = 0,
         reserved: Decimal | None = None,
     ) -> None:
-        """A call counts for the run and every ancestor (`reserve_call` counted it already
+        """A call counts for the run and every ancestor (`reserve` counted it already
         when `reserved` is not None; its estimate is given back at the anchor, and every run
         with a budget above the anchor turns the cost from reserved into used). A call that
         takes a run's cost across its alert threshold raises the alert, once."""
@@ -1104,7 +1096,7 @@ class InMemoryRunStore:
 
     # -- limits -----------------------------------------------------------------------------
 
-    def reserve_call(
+    def reserve(
         self, run: RunView, *, llm_calls: int = 0, tool_calls: int = 0, estimate: Decimal
     ) -> LimitReached | None:
         with self._world.lock:
@@ -1125,12 +1117,12 @@ class InMemoryRunStore:
                     row.reserved_usd += estimate
             return None
 
-    def unreserve_call(self, run: RunView, estimate: Decimal) -> None:
+    def unreserve(self, run: RunView, estimate: Decimal) -> None:
         if run.budget_anchor is not None and estimate:
             with self._world.lock:
                 self._world.runs[run.budget_anchor].reserved_usd -= estimate
 
-    def approval_verdict(self, run: RunView, key: str) -> hitl.ApprovalVerdict | None:
+    def _approval_verdict(self, run: RunView, key: str) -> hitl.ApprovalVerdict | None:
         with self._world.lock:
             approval = self._world.approvals.get((run.id, key))
             if approval is None:
@@ -1149,23 +1141,10 @@ class InMemoryRunStore:
                 decided_by=approval.decided_by,
             )
 
-    def request_approval(
-        self, run: RunView, ask: hitl.ApprovalAsk, *, steps: list[StepRecord], events: Events
-    ) -> None:
+    def _request_approval(self, run: RunView, pause: Pause) -> None:
+        ask, steps, events = pause.ask, pause.steps, pause.events
         with self._world.lock:
-            row = self._world.runs[run.id]
-            estimate, cost_risk, _ = hitl.cost_estimate(
-                spent_usd=row.total_cost_usd,
-                tokens=row.total_tokens,
-                llm_calls=row.llm_calls,
-                tool_calls=row.tool_calls,
-                budget_usd=row.budget_usd,
-                steps_done=ask.steps_done,
-                steps_left=ask.steps_left,
-                history=hitl.RunHistory(),
-                elapsed_ms=0,
-            )
-            level, factors = hitl.risk_of([*ask.risk, *cost_risk])
+            priced = hitl.priced(ask, self._facts(run))
             required = ask.approval_required
             self._world.approvals.setdefault(
                 (run.id, ask.key),
@@ -1173,16 +1152,14 @@ class InMemoryRunStore:
                     run_id=run.id,
                     ask=_json_ask(self._sealed_ask(run, ask)),
                     status="PENDING" if required else "NOTIFIED",
-                    risk_level=level,
-                    risk_factors=factors,
-                    cost_estimate=estimate,
+                    risk_level=priced.level,
+                    risk_factors=priced.factors,
+                    cost_estimate=priced.estimate,
                     requested_at=self.clock(),
                 ),
             )
-            event = (
-                "approval.requested" if required else "approval.noted",
-                {"trigger": ask.trigger, "step": ask.step_name, "risk": level},
-            )
+            summary = self.pii.kept(run.definition, ask.reasoning_summary)
+            event = hitl.approval_event(ask, priced.level, summary)
             if not required:
                 run.pending_events.add(event[0], **event[1])
                 return
@@ -1192,21 +1169,42 @@ class InMemoryRunStore:
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
 
+    def _facts(self, run: RunView) -> hitl.RunFacts:
+        """The run's counters, what completed runs of its entity (roots with a root, children
+        with a child) cost and took, and how long it has run."""
+        row = self._world.runs[run.id]
+        done = [
+            r
+            for r in self._world.runs.values()
+            if r.entity_ref == row.entity_ref
+            and r.workspace_id == row.workspace_id
+            and r.status == "COMPLETED"
+            and (r.parent_id is None) == (run.parent_id is None)
+        ]
+        times = [r.execution_time_ms for r in done if r.execution_time_ms is not None]
+        now = self.clock()
+        return hitl.RunFacts(
+            spent_usd=row.total_cost_usd,
+            tokens=row.total_tokens,
+            llm_calls=row.llm_calls,
+            tool_calls=row.tool_calls,
+            budget_usd=row.budget_usd,
+            history=hitl.RunHistory(
+                completed=len(done),
+                mean_cost_usd=sum((r.total_cost_usd for r in done), Decimal(0)) / len(done)
+                if done
+                else None,
+                mean_ms=sum(times) / len(times) if times else None,
+            ),
+            elapsed_ms=(now - (run.began_at or now)).total_seconds() * 1000,
+        )
+
     def _sealed_ask(self, run: RunView, ask: hitl.ApprovalAsk) -> hitl.ApprovalAsk:
         """What a person reads, and may edit and send back to the engine: sealed."""
-        sealed = self.pii.sealed(
-            run.definition,
-            {
-                "subject": ask.subject,
-                "payload": ask.payload,
-                "context_snapshot": ask.context_snapshot,
-                "reasoning_summary": ask.reasoning_summary,
-                "alternatives": list(ask.alternatives),
-            },
-        )
+        sealed = self.pii.sealed(run.definition, hitl.readable(ask))
         return replace(ask, **{**sealed, "alternatives": tuple(sealed["alternatives"])})
 
-    def awaiting_person(self, run: RunView) -> bool:
+    def _awaiting_person(self, run: RunView) -> bool:
         with self._world.lock:
             return any(
                 a.status in ("PENDING", "ESCALATED")
@@ -1214,38 +1212,41 @@ class InMemoryRunStore:
                 for a in self._world.approvals.values()
             )
 
-    def record_judge(self, run: RunView, key: str, verdict: dict[str, Any]) -> None:
+    def _record_judge(self, run: RunView, key: str, verdict: dict[str, Any]) -> None:
         with self._world.lock:
             rationale = self.pii.kept(run.definition, verdict.get("rationale", ""))
             self._world.judges.setdefault((run.id, key), _json({**verdict, "rationale": rationale}))
 
-    def cancel_descendants(self, run: RunView) -> list[str]:
+    def _cancel_descendants(self, run: RunView) -> list[str]:
         with self._world.lock:
-            found, frontier = [], [run.id]
-            while frontier:
-                frontier = [
-                    r.id
-                    for r in self._world.runs.values()
-                    if r.parent_id in frontier and r.status not in TERMINAL
-                ]
-                found.extend(frontier)
+            found = descendants(run.id, self._unfinished_children)
             for rid in found:
                 self._world.runs[rid].cancel_requested = True
             return found
+
+    def _children_of(self, parents: list[str]) -> list[str]:
+        return [r.id for r in self._world.runs.values() if r.parent_id in parents]
+
+    def _unfinished_children(self, parents: list[str]) -> list[str]:
+        return [
+            r.id
+            for r in self._world.runs.values()
+            if r.parent_id in parents and r.status not in TERMINAL
+        ]
 
     def _lifetime_left(self, entity: StoredEntity, definition: Definition) -> Decimal | None:
         limit = lifetime_limit(definition)
         if limit is None:
             return None
-        used = Decimal(0)
+        spent = held = Decimal(0)
         for row in self._world.runs.values():
             if row.workspace_id != entity.workspace_id or row.entity_ref != entity.ref:
                 continue
-            if row.status in TERMINAL or row.budget_usd is None:
-                used += row.total_cost_usd
+            if row.status in TERMINAL:
+                spent += row.total_cost_usd
             else:
-                used += row.budget_usd
-        return limit - used
+                held += row.total_cost_usd if row.budget_usd is None else row.budget_usd
+        return lifetime_left(limit, spent=spent, held=held)
 
     def _limit_row(self, row: StoredRun) -> LimitRow:
         return LimitRow(
@@ -1264,30 +1265,17 @@ class InMemoryRunStore:
     def _name(self, row: StoredRun) -> str:
         return self._world.entities[(row.workspace_id, row.entity_ref)].name
 
-    def _memory_items(self, run: RunView, config: Memory) -> list[StoredMemory]:
-        """The items of the run's memory scope, newest first."""
-        scope = config.get("scope", "SESSION")
+    def _memory_items(self, scope: MemoryScope) -> list[StoredMemory]:
+        """The items of a memory scope, newest first."""
         items = [
             m
             for m in self._world.memory
-            if m.workspace_id == run.workspace_id
-            and m.scope == scope
-            and (scope != "SESSION" or m.session == run.trace_id)
-            and (scope != "ENTITY" or m.entity_id == run.entity_id)
+            if m.workspace_id == scope.workspace_id
+            and m.scope == scope.scope
+            and (scope.scope != "SESSION" or m.session == scope.session)
+            and (scope.scope != "ENTITY" or m.entity_id == scope.entity_id)
         ]
         return sorted(items, key=lambda m: (m.created_at, m.id), reverse=True)
-
-
-def take_pending(
-    run: RunView, steps: list[StepRecord], events: list[tuple[str, dict[str, Any]]]
-) -> tuple[list[StepRecord], list[tuple[str, dict[str, Any]]]]:
-    """The records the engine buffered for this write, then the new ones (a later record of
-    the same step and attempt replaces an earlier one in its place)."""
-    merged_steps = {(s.key, s.iteration, s.attempt): s for s in [*run.pending_steps, *steps]}
-    merged_events = [*run.pending_events.items, *events]
-    run.pending_steps.clear()
-    run.pending_events.items.clear()
-    return list(merged_steps.values()), merged_events
 
 
 def _json(value: Any) -> Any:

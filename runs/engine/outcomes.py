@@ -46,6 +46,7 @@ class WaitingOnChildren:
     finish wakes it."""
 
     child_ids: tuple[str, ...]
+    taken: str | None = None  # the child this worker holds the lease of (handoff)
 
 
 @dataclass(frozen=True)

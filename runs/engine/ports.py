@@ -8,17 +8,19 @@ re2, json_logic and cryptography). The model gateway (`runs/gateway.py`), the to
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, overload
+
+from runs.engine.state import ChildOutcome, ChildRequest, Events, RunView, StepRecord
 
 if TYPE_CHECKING:
     from runs.engine import hitl
     from runs.engine.definition import Definition
     from runs.engine.limits import LimitReached
-    from runs.engine.state import ChildOutcome, ChildRequest, Events, RunView, StepRecord
 
 # Error codes of the seed's families (seed 001 §A.6), used in run errors and step failures.
 INVALID_INPUT = "INVALID_INPUT"
@@ -250,123 +252,247 @@ class LeaseLost(Exception):
         self.wake = wake
 
 
+# -- what the driver hands the store --------------------------------------------------------
+#
+# A transition is one commit of a run: its row as the engine left it, the step records and
+# the events, and what kind of change it is. The store writes it; it decides nothing.
+
+
+@dataclass(frozen=True)
+class Save:
+    """The run as it is now (RUNNING, BLOCKED, a new pass…)."""
+
+    steps: list[StepRecord] = field(default_factory=list)
+    events: Events = field(default_factory=Events)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The run with a due time `delay_s` from now; nothing advances it before."""
+
+    delay_s: float
+    steps: list[StepRecord] = field(default_factory=list)
+    events: Events = field(default_factory=Events)
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """Child runs of the current step (pinned to each child's current version), the run
+    left WAITING. With `adopt`, the first child is created leased to this store's worker."""
+
+    children: list[ChildRequest]
+    steps: list[StepRecord] = field(default_factory=list)
+    events: Events = field(default_factory=Events)
+    adopt: bool = False
+
+
+@dataclass(frozen=True)
+class Finish:
+    """A terminal run. `stop_descendants`: its unfinished descendants are asked to stop
+    first (a deadline passed). `forget`: a memory scope whose items go with the run (a
+    root's SESSION). With `adopt`, the same commit takes the woken parent's lease for this
+    store's worker when it can."""
+
+    steps: list[StepRecord] = field(default_factory=list)
+    events: Events = field(default_factory=Events)
+    adopt: bool = False
+    stop_descendants: bool = False
+    forget: MemoryScope | None = None
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A request for a person (`ask`; the store prices it with
+    `hitl.priced` from what it knows of the run). When it needs a decision, the run
+    is written PAUSED with the steps and events and its lease let go, in the same commit;
+    else only the request is kept and its event goes with the run's next write."""
+
+    ask: hitl.ApprovalAsk
+    steps: list[StepRecord] = field(default_factory=list)
+    events: Events = field(default_factory=Events)
+
+
+Transition = Save | Schedule | Spawn | Finish | Pause
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What a commit answers: the children a Spawn created, the parent a Finish woke (the
+    last unfinished child of its current step ended), the descendants asked to stop, and the
+    run this worker now holds the lease of from that commit (`adopt`), if any."""
+
+    child_ids: tuple[str, ...] = ()
+    woken: str | None = None
+    stopped: tuple[str, ...] = ()
+    taken: str | None = None
+
+
+@dataclass(frozen=True)
+class ReplyKey:
+    """A model call's key: `run:step:iteration:attempt:index`."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class ResultKey:
+    """A tool call's idempotency key."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class MemoryQuery:
+    """The items of a memory scope, newest first, not expired at `now`, at most `limit`."""
+
+    scope: MemoryScope
+    now: datetime
+    limit: int | None = None
+
+
+@dataclass(frozen=True)
+class MemoryScope:
+    """Where a memory item lives (seed 000 §3.6.2): SESSION (the trace), ENTITY or GLOBAL."""
+
+    workspace_id: int
+    scope: str
+    entity_id: Any = None
+    session: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """A model call as it returned, recorded at once in its own commit; `reserved` settles
+    the estimate `reserve` set aside."""
+
+    step: StepRecord
+    key: str
+    request: ModelRequest
+    reply: ModelReply
+    reserved: Decimal | None = None
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call as it returned (`result`) or failed (`error`)."""
+
+    step: StepRecord
+    invocation: ToolInvocation
+    result: ToolResult | None
+    error: str = ""
+    reserved: Decimal | None = None
+
+
+@dataclass(frozen=True)
+class JudgeVerdict:
+    """An LLM judge's verdict on a review attempt, kept once (a replay finds it kept)."""
+
+    key: str
+    verdict: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """One memory item: the store keeps it until `expires_at` and keeps only the newest
+    `keep` items of its scope (the core worked both out from the retention policy)."""
+
+    scope: MemoryScope
+    content: Any
+    expires_at: datetime | None = None
+    keep: int | None = None
+
+
+Record = ModelCall | ToolCall | JudgeVerdict | Remembered
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What others did to the run since it was claimed, as asked: whether someone asked it
+    to stop, what became of an approval request, whether a person holds up its trace."""
+
+    cancel_requested: bool = False
+    verdict: hitl.ApprovalVerdict | None = None
+    awaiting_person: bool = False
+
+
+class Ids(Protocol):
+    """Where new run ids come from (tests inject a counter: deterministic ids)."""
+
+    def new_id(self) -> str: ...
+
+
+class RandomIds:
+    """Random UUIDs."""
+
+    def new_id(self) -> str:
+        return str(uuid.uuid4())
+
+
 class RunStore(Protocol):
-    def load(self, run_id: str) -> RunView | None:
-        """Claim the run's lease and read it; None when it is finished or someone holds it."""
+    """Storage only: claim a run, commit a transition, record and recall calls, read what
+    the driver needs. Every rule (limits, memory windows, prices, payloads) is the core's."""
 
-    def save(self, run: RunView, *, steps: list[StepRecord], events: Events) -> None:
-        """Persist the run, step records and events in one commit."""
+    def claim(self, run_id: str) -> RunView | None:
+        """Take the run's lease and read it (or the run this store already holds from an
+        adopting commit); None when it is finished or someone else holds it."""
 
-    def spawn(
-        self,
-        run: RunView,
-        *,
-        children: list[ChildRequest],
-        steps: list[StepRecord],
-        events: Events,
-        adopt: bool = False,
-    ) -> list[str]:
-        """Create child runs of the current step (pinned to each child's current version),
-        leave the run WAITING and persist, in one commit; answer the children's ids. With
-        `adopt`, the first child is created leased to this store's worker, which goes on
-        with it (`taken`)."""
+    def commit(self, run: RunView, transition: Transition) -> Committed:
+        """Write the transition with the records the engine buffered, in one commit, fenced
+        on the lease (LeaseLost when another worker holds the run)."""
 
-    def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
-        """The outcomes of the current group's child runs; None while one is unfinished."""
-
-    def finish(
-        self, run: RunView, *, steps: list[StepRecord], events: Events, adopt: bool = False
-    ) -> str | None:
-        """Persist a terminal run; answer the parent's id when this was the last unfinished
-        child of the parent's current step. With `adopt`, the same commit takes the parent's
-        lease for this store's worker when it can (`taken` says whether it did)."""
-
-    def taken(self, run_id: str) -> bool:
-        """Whether this store holds the run's lease for its worker, from `spawn` or `finish`
-        with `adopt`: `load` answers it without claiming it again."""
+    def release(self, run: RunView) -> None:
+        """The advance of a claimed run is over: give its lease back."""
 
     def let_go(self, run_id: str) -> None:
-        """Give back the lease of a run `taken` and not advanced (another worker may claim
-        it at once)."""
+        """Give back the lease of a run an adopting commit took and that was not advanced
+        (another worker may claim it at once)."""
 
-    def release(self, run: RunView) -> None: ...
+    @overload
+    def recall(self, run: RunView, key: ReplyKey) -> ModelReply | None: ...
 
-    def cancel_requested(self, run: RunView) -> bool:
-        """Whether someone asked the run to stop since it was loaded."""
+    @overload
+    def recall(self, run: RunView, key: ResultKey) -> ToolResult | None: ...
 
-    def schedule(
-        self, run: RunView, delay_s: float, *, steps: list[StepRecord], events: Events
-    ) -> None:
-        """Persist the run with a due time `delay_s` from now; nothing advances it before."""
+    @overload
+    def recall(self, run: RunView, key: MemoryQuery) -> list[Any]: ...
 
-    def recorded_reply(self, run: RunView, call_key: str) -> ModelReply | None: ...
+    def recall(
+        self, run: RunView, key: ReplyKey | ResultKey | MemoryQuery
+    ) -> ModelReply | ToolResult | list[Any] | None:
+        """A recorded model reply or tool result; or a memory scope's items (newest first)."""
 
-    def record_model_call(
-        self,
-        run: RunView,
-        step: StepRecord,
-        call_key: str,
-        request: ModelRequest,
-        reply: ModelReply,
-        *,
-        reserved: Decimal | None = None,
-    ) -> None: ...
+    def record(self, run: RunView, record: Record) -> None:
+        """Keep a model call, a tool call, a judge's verdict or a memory item, in its own
+        commit."""
 
-    def recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None: ...
-
-    def record_tool_call(
-        self,
-        run: RunView,
-        step: StepRecord,
-        invocation: ToolInvocation,
-        result: ToolResult | None,
-        error: str = "",
-        *,
-        reserved: Decimal | None = None,
-    ) -> None: ...
-
-    def memory_read(self, run: RunView) -> list[Any]:
-        """What the entity remembers, oldest first."""
-
-    def memory_write(self, run: RunView, content: Any) -> None:
-        """Remember one item under the entity's memory configuration."""
-
-    def artifacts(self, run: RunView) -> Any:
-        """The ArtifactStore of the run's workspace."""
-
-    def child_definition(self, run: RunView, entity_ref: str) -> Definition | None:
-        """The current definition of a child entity of this run's workspace, for its input
-        schema; None when it no longer exists."""
-
-    def children_definitions(self, run: RunView, refs: list[str]) -> dict[str, Definition]:
-        """`child_definition` for several references at once."""
-
-    def reserve_call(
+    def reserve(
         self, run: RunView, *, llm_calls: int = 0, tool_calls: int = 0, estimate: Decimal
     ) -> LimitReached | None:
         """Before a call: count it for the run and every ancestor and set its estimated cost
         aside at the run's budget anchor, all or nothing; answer why not when a call limit
-        or the budget has no room (nothing is written then). `record_model_call` and
-        `record_tool_call` with `reserved` settle it; `unreserve_call` gives it back."""
+        or the budget has no room (nothing is written then). Recording the call with
+        `reserved` settles it; `unreserve` gives it back."""
 
-    def unreserve_call(self, run: RunView, estimate: Decimal) -> None:
+    def unreserve(self, run: RunView, estimate: Decimal) -> None:
         """A reserved call that failed before it cost anything gives its estimate back."""
 
-    def cancel_descendants(self, run: RunView) -> list[str]:
-        """Ask every unfinished descendant to stop; answer the ids to hint."""
+    def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
+        """The outcomes of the current group's child runs; None while one is unfinished."""
 
-    def approval_verdict(self, run: RunView, key: str) -> hitl.ApprovalVerdict | None:
-        """What became of the run's request `key`; None when it was never asked."""
+    def definitions(self, run: RunView, refs: list[str]) -> dict[str, Definition]:
+        """The current definitions of child entities of the run's workspace, by reference
+        (one that no longer exists is left out)."""
 
-    def request_approval(
-        self, run: RunView, ask: hitl.ApprovalAsk, *, steps: list[StepRecord], events: Events
-    ) -> None:
-        """Record the request; when it needs a decision, persist the run PAUSED with the
-        steps and events in the same commit (the store lets go of the lease). People are
-        told after commit."""
+    def signals(
+        self,
+        run: RunView,
+        *,
+        cancel: bool = False,
+        approval: str | None = None,
+        person: bool = False,
+    ) -> Signals:
+        """Read what was asked: the cancel flag (`cancel`), the verdict on the run's request
+        `approval`, whether a request of the trace waits on a person (`person`)."""
 
-    def record_judge(self, run: RunView, key: str, verdict: dict[str, Any]) -> None:
-        """Keep an LLM judge's verdict once (a replay finds it kept)."""
-
-    def awaiting_person(self, run: RunView) -> bool:
-        """Whether a request of the run's trace waits on a person."""
+    def artifacts(self, run: RunView) -> Any:
+        """The ArtifactStore of the run's workspace."""

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runs.engine.definition import Definition
+
+if TYPE_CHECKING:
+    from runs.engine.ports import ModelReply, ToolInvocation, ToolResult
 
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 HISTORY_KEY = "_iterations"  # the outputs of earlier passes, for loop control
@@ -26,6 +29,9 @@ class StepRecord:
     error_code: str = ""
     error_message: str = ""
     started_at: Any = None
+
+
+Event = tuple[str, dict[str, Any]]  # kind, JSON payload
 
 
 @dataclass
@@ -106,3 +112,47 @@ def child_step_key(step_key: str, iteration: int, attempt: int) -> str:
     """How a child run names the parent's step that started it: a retried group (a person
     approved another attempt after a failure) starts new children under a new name."""
     return f"{step_key}#{iteration}" if attempt <= 1 else f"{step_key}#{iteration}.{attempt}"
+
+
+def take_pending(
+    run: RunView, steps: list[StepRecord], events: list[tuple[str, dict[str, Any]]]
+) -> tuple[list[StepRecord], list[tuple[str, dict[str, Any]]]]:
+    """The records the engine buffered for this write, then the new ones (a later record of
+    the same step and attempt replaces an earlier one in its place)."""
+    merged_steps = {(s.key, s.iteration, s.attempt): s for s in [*run.pending_steps, *steps]}
+    merged_events = [*run.pending_events.items, *events]
+    run.pending_steps.clear()
+    run.pending_events.items.clear()
+    return list(merged_steps.values()), merged_events
+
+
+# -- the payloads of the events the stores write for the engine (one shape, both stores) -----
+
+
+def run_created(run_id: str, entity: str, type: str, parent_id: str | None = None) -> Event:  # noqa: A002
+    """`run.created`: a root run (no `parent_id`) or a child run of `parent_id`."""
+    payload: dict[str, Any] = {"run_id": run_id}
+    if parent_id is not None:
+        payload["parent_id"] = parent_id
+    return "run.created", {**payload, "entity": entity, "type": type}
+
+
+def llm_call(step: StepRecord, reply: ModelReply) -> Event:
+    """`llm.call`: a model call recorded for `step`."""
+    return "llm.call", {
+        "step": step.name,
+        "model": reply.model,
+        "tokens": reply.prompt_tokens + reply.completion_tokens,
+        "cost_usd": str(reply.cost_usd),
+        "latency_ms": reply.latency_ms,
+    }
+
+
+def tool_call(step: StepRecord, invocation: ToolInvocation, result: ToolResult | None) -> Event:
+    """`tool.call`: a tool call recorded for `step` (`result` None: it failed)."""
+    return "tool.call", {
+        "step": step.name,
+        "tool_id": invocation.tool["tool_id"],
+        "success": result is not None,
+        "latency_ms": result.latency_ms if result else 0,
+    }

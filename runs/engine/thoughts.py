@@ -7,7 +7,7 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from runs.engine import loop
+from runs.engine import loop, memory
 from runs.engine import plan as plans
 from runs.engine.limits import NOTHING
 from runs.engine.outcomes import Completed, Failed, OverBudget
@@ -16,9 +16,11 @@ from runs.engine.ports import (
     PII_ENCRYPT,
     PII_REDACT,
     VALIDATION_ERROR,
+    ModelCall,
     ModelError,
     ModelReply,
     ModelRequest,
+    ReplyKey,
     ScreeningError,
 )
 from runs.engine.prompts import compose
@@ -62,13 +64,13 @@ def recorded_call(
     """A model call, recorded the moment it returns; a replay reuses the recording.
     OverBudget when a call limit or the budget has no room for it (nothing is called)."""
     key = f"{run.id}:{record.key}:{record.iteration}:{record.attempt}:{index}"
-    recorded = engine.store.recorded_reply(run, key)
+    recorded = engine.store.recall(run, ReplyKey(key))
     if recorded is not None:
         return revealed(engine, recorded)
     reserved = None
     if run.limited or run.budget_anchor is not None:
         estimate = cost_estimate(engine, request) if run.budget_anchor is not None else NOTHING
-        refusal = engine.store.reserve_call(run, llm_calls=1, estimate=estimate)
+        refusal = engine.store.reserve(run, llm_calls=1, estimate=estimate)
         if refusal is not None:
             return OverBudget(refusal)
         reserved = estimate
@@ -76,10 +78,10 @@ def recorded_call(
         reply = engine.model.complete(request)
     except ModelError:
         if reserved:
-            engine.store.unreserve_call(run, reserved)
+            engine.store.unreserve(run, reserved)
         raise
     kept_request, kept_reply = for_the_log(engine, run, request, reply)
-    engine.store.record_model_call(run, record, key, kept_request, kept_reply, reserved=reserved)
+    engine.store.record(run, ModelCall(record, key, kept_request, kept_reply, reserved))
     return reply
 
 
@@ -152,7 +154,9 @@ def prompt_messages(engine: Engine, run: RunView, instruction: str) -> tuple[dic
         loop.iteration_context(history, loop_control["iteration_context_mode"]) if history else None
     )
     if not hasattr(run, "_memory"):
-        run._memory = engine.store.memory_read(run)  # type: ignore[attr-defined]
+        query = memory.reading(run, engine.clock.now())
+        items = engine.store.recall(run, query) if query is not None else []
+        run._memory = memory.oldest_first(items)  # type: ignore[attr-defined]
     messages, dropped = compose(
         definition,
         instruction=instruction,

@@ -13,6 +13,8 @@ from runs.engine.outcomes import Completed, Failed, NeedsApproval, OverBudget
 from runs.engine.ports import (
     PERMISSION_DENIED,
     VALIDATION_ERROR,
+    ResultKey,
+    ToolCall,
     ToolError,
     ToolInvocation,
 )
@@ -108,14 +110,14 @@ def invoke_tool(
         caller_id=run.created_by_id,
         approved_by=getattr(record, "approved_by", None),
     )
-    recorded = engine.store.recorded_tool_result(run, key)
+    recorded = engine.store.recall(run, ResultKey(key))
     if recorded is not None:
         if engine.cipher is None:
             return Completed(recorded.output)
         return Completed(engine.screening.pii_reveal(recorded.output, engine.cipher.decrypt))
     reserved = None
     if run.limited:  # a tool call costs nothing to a budget, but may hit a call limit
-        refusal = engine.store.reserve_call(run, tool_calls=1, estimate=NOTHING)
+        refusal = engine.store.reserve(run, tool_calls=1, estimate=NOTHING)
         if refusal is not None:
             return OverBudget(refusal)
         reserved = NOTHING
@@ -123,9 +125,8 @@ def invoke_tool(
     try:
         result = engine.tools.invoke(invocation)
     except ToolError as exc:  # the tool port's failure becomes the step's
-        engine.store.record_tool_call(
-            run, record, logged, None, thoughts.protect(engine, run, str(exc)), reserved=reserved
-        )
+        error = thoughts.protect(engine, run, str(exc))
+        engine.store.record(run, ToolCall(record, logged, None, error, reserved))
         return Failed(
             exc.code,
             str(exc),
@@ -133,7 +134,7 @@ def invoke_tool(
             retry_after_s=getattr(exc, "retry_after_s", None),
         )
     kept = replace(result, output=thoughts.protect(engine, run, result.output))
-    engine.store.record_tool_call(run, record, logged, kept, reserved=reserved)
+    engine.store.record(run, ToolCall(record, logged, kept, reserved=reserved))
     return Completed(result.output)
 
 

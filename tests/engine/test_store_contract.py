@@ -27,6 +27,7 @@ from entities.models import Entity
 from governance.safety import SafetyScreening
 from runs.engine.core import Engine, RunStore, RunView
 from runs.engine.memory_store import InMemoryRunStore
+from runs.engine.ports import Committed, Finish, ModelCall, Record, Spawn, ToolCall, Transition
 from runs.gateway import LiteLLMGateway
 from runs.models import LLMCall, Run, RunEvent, StepRun
 from runs.services import run_cancel, run_start
@@ -57,58 +58,67 @@ class _Wrapped:
 class _DiesInFinish(_Wrapped):
     """The worker dies as it is about to write the run's end."""
 
-    def finish(self, run: RunView, **kwargs: Any) -> str | None:
-        raise WorkerDied(run.id)
+    def commit(self, run: RunView, transition: Transition) -> Committed:
+        if isinstance(transition, Finish):
+            raise WorkerDied(run.id)
+        return self._store.commit(run, transition)
 
 
 class _CancelledAfterModelCall(_Wrapped):
     """Someone cancels the run while its first step is in flight."""
 
-    def record_model_call(self, run: RunView, *args: Any, **kwargs: Any) -> None:
-        self._store.record_model_call(run, *args, **kwargs)
-        self._world.cancel(run.id)
+    def record(self, run: RunView, record: Record) -> None:
+        self._store.record(run, record)
+        if isinstance(record, ModelCall):
+            self._world.cancel(run.id)
 
 
 class _CancelledAsChildrenStart(_Wrapped):
     """Someone cancels the run after the engine's last look at the flag, before the children
     it is starting are written."""
 
-    def spawn(self, run: RunView, **kwargs: Any) -> list[str]:
-        self._world.cancel(run.id)
-        return self._store.spawn(run, **kwargs)
+    def commit(self, run: RunView, transition: Transition) -> Committed:
+        if isinstance(transition, Spawn):
+            self._world.cancel(run.id)
+        return self._store.commit(run, transition)
 
 
 class _OvertakenBeforeRecording(_Wrapped):
     """The worker stalls past its lease, another worker takes the run over, then the first
     one tries to record its model call."""
 
-    def record_model_call(self, run: RunView, *args: Any, **kwargs: Any) -> None:
-        self._world.let_time_pass(self._world.lease_seconds + 1)
-        other = self._world.worker_store()
-        taken = other.load(run.id)
-        assert taken is not None
-        self._world.overtaken = (other, taken)
-        self._store.record_model_call(run, *args, **kwargs)
+    def record(self, run: RunView, record: Record) -> None:
+        if isinstance(record, ModelCall):
+            self._world.let_time_pass(self._world.lease_seconds + 1)
+            other = self._world.worker_store()
+            taken = other.claim(run.id)
+            assert taken is not None
+            self._world.overtaken = (other, taken)
+        self._store.record(run, record)
 
 
 class _ParentHeldElsewhere(_Wrapped):
     """Another worker holds the parent's lease (a sweep, a cancel) as its child ends."""
 
-    def finish(self, run: RunView, **kwargs: Any) -> str | None:
-        if run.parent_id is not None and self._world.overtaken is None:
+    def commit(self, run: RunView, transition: Transition) -> Committed:
+        if (
+            isinstance(transition, Finish)
+            and run.parent_id is not None
+            and self._world.overtaken is None
+        ):
             other = self._world.worker_store()
-            held = other.load(run.parent_id)
+            held = other.claim(run.parent_id)
             assert held is not None
             self._world.overtaken = (other, held)
-        return self._store.finish(run, **kwargs)
+        return self._store.commit(run, transition)
 
 
 class _ParentCancelledWhileChildRuns(_Wrapped):
     """Someone cancels the parent while its only child makes its model call."""
 
-    def record_model_call(self, run: RunView, *args: Any, **kwargs: Any) -> None:
-        self._store.record_model_call(run, *args, **kwargs)
-        if run.parent_id is not None:
+    def record(self, run: RunView, record: Record) -> None:
+        self._store.record(run, record)
+        if isinstance(record, ModelCall) and run.parent_id is not None:
             self._world.cancel(run.parent_id)
 
 
@@ -116,31 +126,35 @@ class _ParentFlaggedDuringToolCall(_Wrapped):
     """A cancel of the parent lands while its first child's tool call runs, before the
     cancel's pass over the descendants reaches the child."""
 
-    def record_tool_call(self, run: RunView, *args: Any, **kwargs: Any) -> None:
-        if run.parent_id is not None and self._world.overtaken is None:
+    def record(self, run: RunView, record: Record) -> None:
+        if (
+            isinstance(record, ToolCall)
+            and run.parent_id is not None
+            and self._world.overtaken is None
+        ):
             self._world.flag_only(run.parent_id)
             self._world.overtaken = (self._store, run)  # once
-        self._store.record_tool_call(run, *args, **kwargs)
+        self._store.record(run, record)
 
 
 class _TimeUpAsChildEnds(_Wrapped):
     """The worker's handoff time runs out the moment a child ends."""
 
-    def finish(self, run: RunView, **kwargs: Any) -> str | None:
-        woken = self._store.finish(run, **kwargs)
-        if run.parent_id is not None:
+    def commit(self, run: RunView, transition: Transition) -> Committed:
+        done = self._store.commit(run, transition)
+        if isinstance(transition, Finish) and run.parent_id is not None:
             self._world.engine_in_use.handoff_s = -1.0  # `until` is already behind
             self._world.engine_in_use.clock = _Later()
-        return woken
+        return done
 
 
 class _ParentBreaksAfterItsChild(_Wrapped):
     """The parent's next write after its child's end fails on a bug."""
 
-    def spawn(self, run: RunView, **kwargs: Any) -> list[str]:
-        if self._world.children(run.id):
+    def commit(self, run: RunView, transition: Transition) -> Committed:
+        if isinstance(transition, Spawn) and self._world.children(run.id):
             raise RuntimeError("a bug in the parent's turn")
-        return self._store.spawn(run, **kwargs)
+        return self._store.commit(run, transition)
 
 
 class _Later:
@@ -588,6 +602,35 @@ def test_an_atomic_thought_entity_completes_with_output_valid_against_its_schema
     assert world.step_statuses(run) == [("Answer", 1, "COMPLETED")]
     assert world.model_call_count(run) == 1
     assert "A long text." in world.prompts(run)[0]
+
+
+class _CountingIds:
+    """Run ids from a counter: the same ids on every run of a test."""
+
+    def __init__(self) -> None:
+        self.numbers = itertools.count(1)
+
+    def new_id(self) -> str:
+        return f"run-{next(self.numbers)}"
+
+
+def test_the_in_memory_store_takes_new_run_ids_from_the_ids_port():
+    world = MemoryWorld()
+    world.store.ids = _CountingIds()
+    world.add("first", io_contract=io({"topic": "string"}, draft="string"))
+    world.add("second", io_contract=io({"draft": "string"}, final="string"))
+    world.add(
+        "parent",
+        "AGENT",
+        children=["first", "second"],
+        io_contract=io({"topic": "string"}, final="string"),
+    )
+    run = world.run("parent", {"topic": "hiring"})
+
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert run == "run-1"
+    assert world.children(run) == ["run-2", "run-3"]
+    assert {world.trace(child) for child in world.children(run)} == {"run-1"}
 
 
 def test_sequential_children_run_in_order_and_feed_each_other(world):

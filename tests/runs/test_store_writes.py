@@ -17,7 +17,7 @@ from psycopg.pq import TransactionStatus
 
 from runs import executors, services, sql
 from runs.engine.core import ChildRequest, Events, LeaseLost, StepRecord
-from runs.engine.ports import ModelReply, ModelRequest
+from runs.engine.ports import ModelCall, ModelReply, ModelRequest, Save, Spawn
 from runs.models import LLMCall, Run, RunEvent, StepRun
 from runs.services import run_start
 from runs.store import OrmRunStore, _Heartbeat
@@ -83,7 +83,7 @@ def loaded(acme, leases) -> tuple[OrmRunStore, object]:  # noqa: ANN001
     entity = EntityFactory(workspace=acme, name="solo", io_contract=io(None, answer="string"))
     run = run_start(entity=entity, input_data={})
     store = OrmRunStore()
-    view = store.load(str(run.pk))
+    view = store.claim(str(run.pk))
     leases.append(view)
     return store, view
 
@@ -168,7 +168,7 @@ def test_a_write_whose_lease_was_taken_keeps_nothing(acme, leases):
     events.add("step.started", step="Step")
 
     with pytest.raises(LeaseLost, match="held by another worker"):
-        store.save(view, steps=[a_step()], events=events)
+        store.commit(view, Save([a_step()], events))
 
     assert RunEvent.objects.filter(trace_id=view.trace_id).count() == before
     assert not StepRun.objects.filter(run_id=view.id).exists()
@@ -181,7 +181,7 @@ def test_the_same_lease_check_holds_statement_by_statement_inside_a_transaction(
     store, view = loaded(acme, leases)
     Run.objects.filter(pk=view.id).update(lease_owner="another-worker")
     with pytest.raises(LeaseLost), transaction.atomic():
-        store.save(view, steps=[a_step()], events=Events())
+        store.commit(view, Save([a_step()], Events()))
     assert not StepRun.objects.filter(run_id=view.id).exists()
 
 
@@ -199,12 +199,12 @@ def test_a_model_call_recorded_by_another_worker_first_keeps_nothing_of_this_one
         provider="local",
         model="offline",
     )
-    store.record_model_call(view, a_step(), "call-1", request, reply)
+    store.record(view, ModelCall(a_step(), "call-1", request, reply))
     events = RunEvent.objects.filter(trace_id=view.trace_id).count()
     tokens = Run.objects.get(pk=view.id).total_tokens
 
     with pytest.raises(LeaseLost, match="recorded call-1"):
-        store.record_model_call(view, a_step(), "call-1", request, reply)
+        store.record(view, ModelCall(a_step(), "call-1", request, reply))
 
     assert LLMCall.objects.filter(run_id=view.id).count() == 1
     assert RunEvent.objects.filter(trace_id=view.trace_id).count() == events
@@ -275,18 +275,16 @@ def test_children_spawned_after_a_cancel_the_worker_has_not_seen_start_cancelled
     )
     run = run_start(entity=parent, input_data={})
     store = OrmRunStore()
-    view = store.load(str(run.pk))
+    view = store.claim(str(run.pk))
     leases.append(view)
     # A person cancels between this worker's claim and its spawn.
     Run.objects.filter(pk=run.pk).update(cancel_requested=True)
     view.status = "WAITING"
 
-    (child_id,) = store.spawn(
+    (child_id,) = store.commit(
         view,
-        children=[ChildRequest(step_key="s1", group_index=0, entity_ref="child", input={})],
-        steps=[],
-        events=Events(),
-    )
+        Spawn([ChildRequest(step_key="s1", group_index=0, entity_ref="child", input={})]),
+    ).child_ids
 
     assert Run.objects.get(pk=child_id).cancel_requested is True
     assert view.cancel_requested is True  # read back from the write, after the commit
