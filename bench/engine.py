@@ -282,7 +282,7 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
         restore.append(lambda: setattr(psycopg.Cursor, "execute", originals["execute"]))
         restore.append(lambda: setattr(psycopg.Connection, "commit", originals["commit"]))
         restore.append(lambda: setattr(psycopg.Connection, "rollback", originals["rollback"]))
-    profiler = cProfile.Profile() if profile else None
+    profiler = cProfile.Profile(time.process_time) if profile else None
     backend = _backend_cpu_s()
     CPU["before"] = time.process_time()
     started = time.perf_counter()

@@ -233,42 +233,13 @@ class LiteLLMGateway:
         choice = response.choices[0]
         message = choice.message
         content = message.content or ""
-        usage = getattr(response, "usage", None)
-        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        if not prompt_tokens and not completion_tokens:
-            # A provider that reports no usage still spent tokens; count them as litellm would.
-            prompt_tokens = self._count_messages(request)
-            completion_tokens = self.count_tokens(request.model, content) if content else 0
-
-        tool_name: str | None = None
-        tool_arguments: dict[str, Any] | None = None
+        prompt_tokens, completion_tokens = self._usage(request, response, content)
         tool_calls = getattr(message, "tool_calls", None) or []
-        if tool_calls:
-            function = tool_calls[0].function
-            tool_name = function.name
-            tool_arguments = _tool_arguments(where, tool_name, function.arguments)
-            offered = {_tool(t)["function"].get("name") for t in request.tools}
-            if tool_name not in offered:
-                raise ModelError(
-                    f"{where} called the function {tool_name!r}, which was not offered "
-                    f"(offered: {', '.join(sorted(n for n in offered if n))})",
-                    code=LLM_ERROR,
-                    retryable=True,
-                )
-        elif request.tool_choice and request.tool_choice not in ("auto", "none"):
-            raise ModelError(
-                f"{where} answered without calling the function {request.tool_choice!r} "
-                "it was asked to call",
-                code=LLM_ERROR,
-                retryable=True,
-            )
-
+        tool_name, tool_arguments = _function_called(where, request, tool_calls)
         parsed: Any = None
         if request.response_schema is not None and tool_name is None:
             parsed = _decode_json(where, content)
             _validate(where, parsed, request.response_schema)
-
         raw: dict[str, Any] = {
             "id": getattr(response, "id", None),
             "model": getattr(response, "model", None),
@@ -280,18 +251,11 @@ class LiteLLMGateway:
                 {"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
                 for c in tool_calls
             ]
-        if offline is not None:
-            cost = (
-                Decimal(prompt_tokens) * Decimal(str(offline["PRICE_PER_1K_INPUT_TOKENS"]))
-                + Decimal(completion_tokens) * Decimal(str(offline["PRICE_PER_1K_OUTPUT_TOKENS"]))
-            ) / _THOUSAND
-        else:
-            cost = _provider_cost(response)
         return ModelReply(
             content=content,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
-            cost_usd=cost,
+            cost_usd=_cost(response, prompt_tokens, completion_tokens, offline),
             latency_ms=latency_ms,
             provider=request.provider,
             model=request.model,
@@ -300,6 +264,57 @@ class LiteLLMGateway:
             tool_arguments=tool_arguments,
             raw=raw,
         )
+
+    def _usage(self, request: ModelRequest, response: Any, content: str) -> tuple[int, int]:
+        """The tokens of the call's prompt and answer, as the provider reports them; a provider
+        that reports none still spent tokens: they are counted as litellm would."""
+        usage = getattr(response, "usage", None)
+        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        if not prompt_tokens and not completion_tokens:
+            prompt_tokens = self._count_messages(request)
+            completion_tokens = self.count_tokens(request.model, content) if content else 0
+        return prompt_tokens, completion_tokens
+
+
+def _function_called(
+    where: str, request: ModelRequest, tool_calls: list[Any]
+) -> tuple[str | None, dict[str, Any] | None]:
+    """The function the model called (its name and decoded arguments), if any; an error when
+    it called one it was not offered, or answered without the one it was told to call."""
+    if not tool_calls:
+        if request.tool_choice and request.tool_choice not in ("auto", "none"):
+            raise ModelError(
+                f"{where} answered without calling the function {request.tool_choice!r} "
+                "it was asked to call",
+                code=LLM_ERROR,
+                retryable=True,
+            )
+        return None, None
+    function = tool_calls[0].function
+    tool_name = function.name
+    tool_arguments = _tool_arguments(where, tool_name, function.arguments)
+    offered = {_tool(t)["function"].get("name") for t in request.tools}
+    if tool_name not in offered:
+        raise ModelError(
+            f"{where} called the function {tool_name!r}, which was not offered "
+            f"(offered: {', '.join(sorted(n for n in offered if n))})",
+            code=LLM_ERROR,
+            retryable=True,
+        )
+    return tool_name, tool_arguments
+
+
+def _cost(
+    response: Any, prompt_tokens: int, completion_tokens: int, offline: dict[str, Any] | None
+) -> Decimal:
+    """What the call cost: the offline model's nominal price, else the provider's."""
+    if offline is None:
+        return _provider_cost(response)
+    return (
+        Decimal(prompt_tokens) * Decimal(str(offline["PRICE_PER_1K_INPUT_TOKENS"]))
+        + Decimal(completion_tokens) * Decimal(str(offline["PRICE_PER_1K_OUTPUT_TOKENS"]))
+    ) / _THOUSAND
 
 
 def _most_prompt_tokens(request: ModelRequest) -> int:

@@ -55,6 +55,7 @@ from runs.engine.limits import lifetime_left as core_lifetime_left
 from runs.engine.pii_copies import PiiCopies
 from runs.engine.ports import LIMIT_EXCEEDED, ModelReply, ModelRequest, ToolResult
 from runs.engine.state import take_pending
+from runs.engine.storage import DispatchingStore
 from runs.engine.tree import descendants
 from runs.events import append_event_rows, append_events
 from runs.models import (
@@ -196,7 +197,7 @@ def latest_version(entity: Entity) -> EntityVersion:
     return entity.versions.order_by("-created_at", "-id").first()
 
 
-class OrmRunStore:
+class OrmRunStore(DispatchingStore):
     def __init__(
         self,
         owner: str | None = None,
@@ -270,7 +271,6 @@ class OrmRunStore:
             self._flush()  # held for another run: written on their own first
         deferred, self._deferred = self._deferred, None
         spawn, self._held_spawn = self._held_spawn, None
-        claim = deferred is not None
         checks: list[Callable[[], None]] = []
         try:
             with sql.one_trip(careful=careful) as whole:
@@ -291,18 +291,29 @@ class OrmRunStore:
                     self._checks = None
                     self._claiming = self._unwritten = None
         except BaseException as exc:
-            if deferred is not None:
-                self._write_alone(deferred)
-            if spawn is not None:
-                self._drop(spawn, owned=deferred is None)
-            lost = self._lease_lost(exc, run, claim=claim, spawn=spawn)
-            if lost is not None:
-                raise lost from None
+            self._failed(exc, run, deferred, spawn)
             raise
         if spawn is not None:
             _Heartbeat.stop(spawn.parent)  # its write is in: it waits, leased to nobody
         for check in checks:  # committed: the database checked the lease; read the flags
             check()
+
+    def _failed(
+        self,
+        exc: BaseException,
+        run: RunView,
+        deferred: _Deferred | None,
+        spawn: _HeldSpawn | None,
+    ) -> None:
+        """After a transaction failed: a held child's end is written alone (never lost), a
+        held start dropped; a fenced write that found the lease lost raises LeaseLost."""
+        if deferred is not None:
+            self._write_alone(deferred)
+        if spawn is not None:
+            self._drop(spawn, owned=deferred is None)
+        lost = self._lease_lost(exc, run, claim=deferred is not None, spawn=spawn)
+        if lost is not None:
+            raise lost from None
 
     def _write_held_first(
         self,
@@ -765,37 +776,6 @@ class OrmRunStore:
         else:
             self._request_approval(run, t)
         return ports.Committed()
-
-    def recall(self, run: RunView, key: Any) -> Any:
-        if isinstance(key, ports.ReplyKey):
-            return self._recorded_reply(run, key.key)
-        if isinstance(key, ports.ResultKey):
-            return self._recorded_tool_result(run, key.key)
-        return self._memory_read(key)
-
-    def record(self, run: RunView, record: ports.Record) -> None:
-        if isinstance(record, ports.ModelCall):
-            self._record_model_call(run, record)
-        elif isinstance(record, ports.ToolCall):
-            self._record_tool_call(run, record)
-        elif isinstance(record, ports.JudgeVerdict):
-            self._record_judge(run, record.key, record.verdict)
-        else:
-            self._memory_write(run, record)
-
-    def signals(
-        self,
-        run: RunView,
-        *,
-        cancel: bool = False,
-        approval: str | None = None,
-        person: bool = False,
-    ) -> ports.Signals:
-        return ports.Signals(
-            cancel_requested=self._cancel_requested(run) if cancel else run.cancel_requested,
-            verdict=self._approval_verdict(run, approval) if approval is not None else None,
-            awaiting_person=self._awaiting_person(run) if person else False,
-        )
 
     def _save(self, run: RunView, save: ports.Save) -> None:
         steps, items = take_pending(run, save.steps, save.events.items)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any, overload
+from typing import Any
 
 from cryptography.fernet import Fernet
 
@@ -48,7 +48,6 @@ from runs.engine.ports import (
     Committed,
     Finish,
     Ids,
-    JudgeVerdict,
     LeaseLost,
     MemoryQuery,
     MemoryScope,
@@ -57,14 +56,10 @@ from runs.engine.ports import (
     ModelRequest,
     Pause,
     RandomIds,
-    Record,
     Remembered,
-    ReplyKey,
-    ResultKey,
     Save,
     Schedule,
     Screening,
-    Signals,
     Spawn,
     ToolCall,
     ToolResult,
@@ -79,6 +74,7 @@ from runs.engine.state import (
     child_step_key,
     take_pending,
 )
+from runs.engine.storage import DispatchingStore
 from runs.engine.tree import descendants
 
 ACTIVE = ("PENDING", "RUNNING", "WAITING", "PAUSED")  # what a cancellation stops
@@ -278,7 +274,7 @@ class _WorldCipher:
         return self._fernet.decrypt(token.encode()).decode()
 
 
-class InMemoryRunStore:
+class InMemoryRunStore(DispatchingStore):
     """A RunStore on dicts. `worker(owner)` is another lease owner on the same data, as each
     of the ORM store's instances is."""
 
@@ -601,50 +597,6 @@ class InMemoryRunStore:
         else:
             self._request_approval(run, transition)
         return Committed()
-
-    @overload
-    def recall(self, run: RunView, key: ReplyKey) -> ModelReply | None: ...
-
-    @overload
-    def recall(self, run: RunView, key: ResultKey) -> ToolResult | None: ...
-
-    @overload
-    def recall(self, run: RunView, key: MemoryQuery) -> list[Any]: ...
-
-    def recall(
-        self, run: RunView, key: ReplyKey | ResultKey | MemoryQuery
-    ) -> ModelReply | ToolResult | list[Any] | None:
-        if isinstance(key, ReplyKey):
-            return self._recorded_reply(run, key.key)
-        if isinstance(key, ResultKey):
-            return self._recorded_tool_result(run, key.key)
-        return self._memory_read(key)
-
-    def record(self, run: RunView, record: Record) -> None:
-        if isinstance(record, ModelCall):
-            self._record_model_call(run, record)
-        elif isinstance(record, ToolCall):
-            self._record_tool_call(run, record)
-        elif isinstance(record, JudgeVerdict):
-            self._record_judge(run, record.key, record.verdict)
-        else:
-            self._memory_write(run, record)
-
-    def signals(
-        self,
-        run: RunView,
-        *,
-        cancel: bool = False,
-        approval: str | None = None,
-        person: bool = False,
-    ) -> Signals:
-        return Signals(
-            cancel_requested=self._cancel_requested(run) if cancel else run.cancel_requested,
-            verdict=self._approval_verdict(run, approval) if approval is not None else None,
-            awaiting_person=self._awaiting_person(run) if person else False,
-        )
-
-    # -- progress ---------------------------------------------------------------------------
 
     def _save(self, run: RunView, save: Save) -> None:
         steps, items = take_pending(run, save.steps, save.events.items)
