@@ -598,6 +598,8 @@ class InMemoryRunStore(DispatchingStore):
             self._request_approval(run, transition)
         return Committed()
 
+    # -- progress ---------------------------------------------------------------------------
+
     def _save(self, run: RunView, save: Save) -> None:
         steps, items = take_pending(run, save.steps, save.events.items)
         with self._world.lock:
