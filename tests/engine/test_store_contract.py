@@ -614,9 +614,9 @@ class _CountingIds:
         return f"run-{next(self.numbers)}"
 
 
-def test_the_in_memory_store_takes_new_run_ids_from_the_ids_port():
-    world = MemoryWorld()
-    world.store.ids = _CountingIds()
+def _run_two_sequential_children(world) -> str:
+    """An agent whose two children run one after the other, the first's draft feeding the
+    second; run once on {"topic": "hiring"}."""
     world.add("first", io_contract=io({"topic": "string"}, draft="string"))
     world.add("second", io_contract=io({"draft": "string"}, final="string"))
     world.add(
@@ -625,7 +625,13 @@ def test_the_in_memory_store_takes_new_run_ids_from_the_ids_port():
         children=["first", "second"],
         io_contract=io({"topic": "string"}, final="string"),
     )
-    run = world.run("parent", {"topic": "hiring"})
+    return world.run("parent", {"topic": "hiring"})
+
+
+def test_the_in_memory_store_takes_new_run_ids_from_the_ids_port():
+    world = MemoryWorld()
+    world.store.ids = _CountingIds()
+    run = _run_two_sequential_children(world)
 
     assert world.status(run) == "COMPLETED", world.error(run)
     assert run == "run-1"
@@ -634,15 +640,7 @@ def test_the_in_memory_store_takes_new_run_ids_from_the_ids_port():
 
 
 def test_sequential_children_run_in_order_and_feed_each_other(world):
-    world.add("first", io_contract=io({"topic": "string"}, draft="string"))
-    world.add("second", io_contract=io({"draft": "string"}, final="string"))
-    world.add(
-        "parent",
-        "AGENT",
-        children=["first", "second"],
-        io_contract=io({"topic": "string"}, final="string"),
-    )
-    run = world.run("parent", {"topic": "hiring"})
+    run = _run_two_sequential_children(world)
 
     assert world.status(run) == "COMPLETED", world.error(run)
     first, second = world.children(run)
