@@ -226,21 +226,28 @@ class _Batch:
 class _Answer:
     """A queued statement's answer, read as from a cursor once its batch is sent."""
 
-    __slots__ = ("batch", "rowcount", "rows")
+    __slots__ = ("_rowcount", "batch", "rows")
 
     def __init__(self, batch: _Batch) -> None:
         self.batch = batch
         self.rows: list[tuple] | None = None
-        self.rowcount = -1
+        self._rowcount = -1
 
     def take(self, cursor: Any) -> None:
         self.rows = cursor.fetchall() if cursor.description is not None else []
-        self.rowcount = cursor.rowcount
+        self._rowcount = cursor.rowcount
 
     def _answered(self) -> list[tuple]:
         if self.rows is None:
             self.batch.flush()  # asked inside the block: sent now, in its transaction
         return self.rows or []
+
+    @property
+    def rowcount(self) -> int:
+        """The rows the statement changed: asked inside the block, it is sent first (as its
+        rows are), never the -1 of a statement not sent yet."""
+        self._answered()
+        return self._rowcount
 
     def fetchall(self) -> list[tuple]:
         return self._answered()

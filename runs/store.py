@@ -251,9 +251,11 @@ class OrmRunStore(DispatchingStore):
         steps: list[StepRecord] | None = None,
     ) -> Iterator[None]:
         """One transaction of the run's: sent whole, in one round trip, where it can be
-        (`sql.one_trip`); `careful` when it needs answers before it commits or the ORM's
-        row locks (call limits and budgets, the root run's end). A fenced write finding the
-        lease lost raises LeaseLost, and nothing of the transaction is kept.
+        (`sql.one_trip`); `careful` when it needs the ORM's row locks (an entity's lifetime
+        budget, the root run's end). An answer read before the end (a budget set aside for
+        new children) sends what is queued then, in a transaction opened for the rest. A
+        fenced write finding the lease lost raises LeaseLost, and nothing of the transaction
+        is kept.
 
         Writes held back go first when this is the write of the run they wait for (see
         `_held_for`): an only child's end (`_Deferred`), with its parent's lease taken on
@@ -266,7 +268,6 @@ class OrmRunStore(DispatchingStore):
         The events of the run (`items`) and of what is held back go in the transaction's
         first statement (the trace's sequence row before any run's row: one lock order), and
         their step records (`steps`) in its last."""
-        careful = careful or run.limited or run.budget_anchor is not None
         if self._held_for() not in (None, run.id):
             self._flush()  # held for another run: written on their own first
         deferred, self._deferred = self._deferred, None

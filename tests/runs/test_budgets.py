@@ -150,3 +150,57 @@ def test_the_sweeper_hands_on_a_waiting_run_past_its_deadline(driver, acme, monk
     run.refresh_from_db()
     assert (run.status, run.error_code) == ("FAILED", "TIMEOUT")
     assert Run.objects.get(parent=run).cancel_requested
+
+
+@pytest.mark.django_db(transaction=True)  # outside a test's transaction: sent as in production
+def test_children_with_budgets_of_their_own_run_to_the_end_under_a_parents_budget(acme):
+    """Each child's budget is set aside at the parent's when it starts, in the transaction
+    that starts it (all at once, sent whole where the database allows), and what it did not
+    use goes back when it ends: nothing is left set aside, and no budget is found short."""
+    kids = [
+        EntityFactory(workspace=acme, name=f"kid{i}", io_contract=io(ok="boolean"), max_cost=0.05)
+        for i in range(3)
+    ]
+    limits = {"max_recursion_depth": 5, "max_llm_calls": 10, "max_tool_calls": 10}
+    parent = EntityFactory(
+        workspace=acme,
+        name="mum",
+        type="AGENT",
+        children=kids,
+        max_cost=1,
+        governance={"cost_controls": {"max_cost_usd": 1}, "execution_limits": limits},
+    )
+
+    run = Driver().run(parent, {})
+
+    assert run.status == "COMPLETED", run.error_message
+    children = list(Run.objects.filter(parent=run))
+    assert [c.status for c in children] == ["COMPLETED"] * 3
+    assert all(c.budget_usd == Decimal("0.05") and c.reserved_usd == 0 for c in children)
+    assert run.reserved_usd == 0
+    assert run.total_cost_usd == sum(c.total_cost_usd for c in children) > 0
+    assert run.llm_calls == sum(c.llm_calls for c in children) >= 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_call_limit_reached_under_a_parent_stops_the_child_that_reaches_it(acme):
+    kids = [
+        EntityFactory(workspace=acme, name=f"kid{i}", io_contract=io(ok="boolean"))
+        for i in range(3)
+    ]
+    limits = {"max_recursion_depth": 5, "max_llm_calls": 1}
+    parent = EntityFactory(
+        workspace=acme,
+        name="mum",
+        type="AGENT",
+        children=kids,
+        governance={"execution_limits": limits},
+    )
+
+    run = Driver().run(parent, {})
+
+    first, second = Run.objects.filter(parent=run).order_by("created_at")
+    assert (first.status, first.llm_calls) == ("COMPLETED", 1)
+    assert (second.status, second.error_code) == ("FAILED", "LIMIT_EXCEEDED")
+    assert (run.status, run.error_code, run.llm_calls) == ("FAILED", "LIMIT_EXCEEDED", 1)
+    assert not Run.objects.filter(parent=run, entity__name="kid2").exists()  # never started
