@@ -75,7 +75,7 @@ def test_the_demo_asks_a_person_before_it_posts_an_announcement(db):
     from approvals.services import approval_decide
     from governance.permissions import membership_grant
     from tests.factories import UserFactory
-    from tests.runs.test_engine import Driver
+    from tests.support.queued_runs import Driver
     from tools.models import RecordedRow
 
     call_command("setup_demo", stdout=StringIO())

@@ -1,9 +1,11 @@
 """The rules tests/conftest.py sets for the whole suite: background work ends with its test,
 threads and the test meet in the database without "database table is locked", and with
-HIERARCH_TESTS_NO_SKIP=1 (CI on every service) a skipped test fails the run."""
+HIERARCH_TESTS_NO_SKIP=1 (CI on every service) a skipped test fails the run. And a rule of the
+house style: no module imports a test module; shared helpers live in tests/support/."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -17,6 +19,7 @@ from entities.models import Workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = "tests/support/suite_rules_cases.py"
+TESTS = ROOT / "tests"
 
 
 def run_cases(**env: str) -> subprocess.CompletedProcess:
@@ -83,3 +86,58 @@ def test_threads_and_the_test_use_the_database_at_the_same_moment():
         writer.join(timeout=60)
     assert not failures, failures
     assert Workspace.objects.filter(slug__startswith="w").count() >= 1
+
+
+def imports_of_test_modules(source: str, package: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(line, module) for each import of a `test_*` module in `source`, a module of `package`:
+    at module level or inside a function, absolute or relative, `import a.test_b`,
+    `from a.test_b import c` or `from a import test_b`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = [*package[: len(package) - node.level + 1]] if node.level else []
+            module = ".".join([*base, *filter(None, [node.module])])
+            names = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        for name in names:
+            if any(part.startswith("test_") for part in name.split(".")):
+                found.append((node.lineno, name))
+                break
+    return sorted(found)
+
+
+def test_the_rule_sees_a_test_module_imported_in_every_way():
+    source = (
+        "from tests.runs.test_engine import Driver\n"
+        "import tests.api.test_execute\n"
+        "from tests.api import test_webhooks\n"
+        "from .test_hitl_orm import tool_entity\n"
+        "from tests.support.runs import step\n"
+        "def test_it():\n"
+        "    from tests.test_smoke import ROOT\n"
+    )
+
+    assert imports_of_test_modules(source, ("tests", "runs")) == [
+        (1, "tests.runs.test_engine"),
+        (2, "tests.api.test_execute"),
+        (3, "tests.api.test_webhooks"),
+        (4, "tests.runs.test_hitl_orm"),
+        (7, "tests.test_smoke"),
+    ]
+
+
+def test_no_module_of_the_suite_imports_a_test_module():
+    """A helper two test modules share lives in tests/support/ (the house style), not in one
+    of them, where the other's import ties the two modules' edits together."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for line, module in imports_of_test_modules(
+            path.read_text(), path.relative_to(ROOT).with_suffix("").parts[:-1]
+        )
+    ]
+
+    assert found == [], "\n".join(["move these helpers to tests/support/:", *found])

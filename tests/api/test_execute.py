@@ -1,7 +1,8 @@
 """POST /api/v1/entities/{id}/execute (seed 000 §7.1), as olive (operator in Acme), bob
 (viewer in Acme) and charlie (Globex) call it: the answer, the input checked against the
 entity's io_contract before anything starts, every bad request, the waiting call, quotas and
-the per-workspace throttle. The helpers here serve the other runs API modules too."""
+the per-workspace throttle. Its helpers, shared with the other runs API modules, are in
+tests/support/runs_api.py."""
 
 from __future__ import annotations
 
@@ -11,67 +12,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from entities.models import Entity
 from runs.models import Run, RunStatus
-from runs.store import latest_version
 from tests.api.checks import error_of
-from tests.factories import EntityFactory, UserFactory, grant
-
-JOB = (
-    "We are seeking a Senior Software Engineer to design and build distributed systems and "
-    "mentor engineers."
-)
-GREETER_IO = {
-    "input": {
-        "schema": {
-            "type": "object",
-            "properties": {
-                "job_description": {"type": "string"},
-                "company_name": {"type": "string", "maxLength": 40},
-            },
-            "required": ["job_description", "company_name"],
-        },
-        "validation_rules": [
-            {
-                "rule": "job_description must be at least 50 characters",
-                "validator": "length_validator",
-            }
-        ],
-    },
-    "output": {"schema": {"type": "object", "properties": {"text": {"type": "string"}}}},
-}
-GOOD_INPUT = {"job_description": JOB, "company_name": "TechCorp"}
-
-
-def execute_url(entity: Entity | uuid.UUID) -> str:
-    return f"/api/v1/entities/{getattr(entity, 'pk', entity)}/execute"
-
-
-def greeter(workspace, name: str = "greeter") -> Entity:
-    """An ACTION with a required input (two fields, one length rule): one model call."""
-    return EntityFactory(workspace=workspace, name=name, io_contract=GREETER_IO)
-
-
-def operator(workspace, username: str = "olive"):
-    return grant(UserFactory(username=username), workspace, "operator")
-
-
-def finished_run(entity: Entity, *, ms: int, status: str = RunStatus.COMPLETED, **fields) -> Run:
-    """A root run of the entity that ended `ms` after it started."""
-    run_id = uuid.uuid4()
-    now = timezone.now()
-    return Run.objects.create(
-        id=run_id,
-        trace_id=run_id,
-        workspace_id=entity.workspace_id,
-        entity=entity,
-        entity_version=latest_version(entity),
-        status=status,
-        started_at=now - timedelta(milliseconds=ms),
-        completed_at=now,
-        execution_time_ms=ms,
-        **fields,
-    )
+from tests.factories import EntityFactory
+from tests.support.checkpoints import tool_entity
+from tests.support.runs_api import GOOD_INPUT, execute_url, finished_run, greeter, operator
 
 
 @pytest.fixture
@@ -360,8 +305,6 @@ def test_a_waiting_call_answers_the_ended_run_document(api, acme, settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_waiting_call_answers_202_when_the_run_has_not_ended_in_time(api, acme, settings):
-    from tests.runs.test_hitl_orm import tool_entity
-
     settings.HIERARCH_EXECUTOR = "inline"
     settings.HIERARCH_API = {**settings.HIERARCH_API, "SYNC_WAIT_SECONDS": 1}
     olive = operator(acme)

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 from runs.models import IdempotencyKey, Run
 from tests.api.checks import error_of
-from tests.api.test_execute import GOOD_INPUT, execute_url, greeter, operator
+from tests.support.runs_api import GOOD_INPUT, execute_url, greeter, operator
 
 BODY = {"input_data": GOOD_INPUT, "context": {"ticket": "T-1"}}
 

@@ -1,7 +1,7 @@
 """The runs API besides execute: the list and its filters, one run (seed 000 §7.2), its trace
 tree (§7.3), cancel, re-run and the workspace's webhook secret, as olive (operator in Acme),
 bob (viewer in Acme), ada (admin in Acme) and charlie (Globex) see them. Runs are driven to
-their end in the test thread (tests/runs/test_engine.py's Driver)."""
+their end in the test thread (tests/support/queued_runs.py's Driver)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,16 @@ from governance.models import Secret
 from runs.models import LLMCall, Run, RunStatus, ToolCall
 from runs.webhooks import SECRET_NAME
 from tests.api.checks import error_of
-from tests.api.test_execute import GOOD_INPUT, execute_url, finished_run, greeter, operator
-from tests.factories import EntityFactory, UserFactory, grant, paused_run, tool_definition
-from tests.runs.test_engine import Driver, static_plan, step
+from tests.factories import UserFactory, grant, paused_run
+from tests.support.queued_runs import Driver
+from tests.support.runs_api import (
+    GOOD_INPUT,
+    execute_url,
+    finished_run,
+    greeter,
+    operator,
+    picker_process,
+)
 
 pytestmark = pytest.mark.smoke
 
@@ -41,33 +48,6 @@ def olive(acme):
 @pytest.fixture
 def ada(acme):
     return grant(UserFactory(username="ada"), acme, "admin")
-
-
-def picker_process(workspace):
-    """process → picker: the picker's one step is a tool call whose arguments the model fills
-    (one LLM call and one tool call)."""
-    extract = tool_definition(
-        "pick",
-        implementation="json_extract",
-        function_schema={
-            "name": "pick",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "data": {"type": "object"},
-                    "expression": {"type": "string", "enum": ["a"]},
-                },
-                "required": ["data", "expression"],
-            },
-        },
-    )
-    picker = EntityFactory(
-        workspace=workspace,
-        name="picker",
-        tools=[extract],
-        planning=static_plan(step(1, "Pick", "TOOL_CALL", tool_id="pick")),
-    )
-    return EntityFactory(workspace=workspace, name="chooser", type="PROCESS", children=[picker])
 
 
 # -- the list -----------------------------------------------------------------------------------

@@ -6,13 +6,9 @@ here; the last tests go end to end through the API and the inline executor's thr
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.db import transaction
@@ -28,47 +24,10 @@ from runs.webhooks import (
     webhook_schedule,
     webhook_secret,
 )
-from tests.api.test_execute import GOOD_INPUT, execute_url, greeter, operator
 from tests.factories import UserFactory, grant, paused_run
-from tests.runs.test_engine import Driver
-
-
-class Receiver:
-    """A webhook receiver on 127.0.0.1: records each request's headers and body; answers
-    `fail_first` requests with 500 (or sleeps `delay` seconds first), then 204."""
-
-    def __init__(self, *, fail_first: int = 0, delay: float = 0.0):
-        self.requests: list[tuple[dict[str, str], bytes]] = []
-        self.fail_first = fail_first
-        self.delay = delay
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.requests.append((dict(self.headers.items()), body))
-                if receiver.delay:
-                    time.sleep(receiver.delay)
-                failing = len(receiver.requests) <= receiver.fail_first
-                self.send_response(500 if failing else 204)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hooks/run-ended?source=test"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Receiver:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+from tests.support.queued_runs import Driver
+from tests.support.runs_api import GOOD_INPUT, execute_url, greeter, operator, picker_process
+from tests.support.webhooks import Receiver, verified
 
 
 @pytest.fixture
@@ -105,11 +64,6 @@ def send_all(run: Run) -> list[WebhookDelivery]:
         time.sleep(max(0.0, (due.due_at - due.created_at).total_seconds()))
         webhook_deliver(delivery_pk=due.pk)
     return list(WebhookDelivery.objects.filter(run=run).order_by("attempt"))
-
-
-def verified(secret: str, headers: dict, body: bytes) -> bool:
-    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(headers["X-Hierarch-Signature"], expected)
 
 
 # -- the POST -----------------------------------------------------------------------------------
@@ -181,8 +135,6 @@ def test_a_failed_run_and_a_cancelled_run_say_so(acme, allow_private):
 
 @pytest.mark.smoke
 def test_only_the_root_run_posts_and_a_run_without_a_webhook_posts_nothing(acme, allow_private):
-    from tests.api.test_runs_api import picker_process
-
     process = picker_process(acme)
     with Receiver() as receiver:
         run = ended_with_webhook(process, receiver.url, {})

@@ -18,8 +18,9 @@ from approvals.services import broadcast_inbox
 from entities.models import Entity
 from runs.models import Run, RunStatus
 from runs.services import run_start
-from tests.engine.test_store_contract import render_tool, step
 from tests.factories import EntityFactory, approval_request, paused_run
+from tests.support.runs import step
+from tests.support.worlds import render_tool
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -8,16 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.engine.test_store_contract import (
-    MemoryWorld,
-    OrmWorld,
-    World,
-    io,
-    limits,
-    render_tool,
-    step,
-)
 from tests.factories import tool_definition
+from tests.support.runs import step
+from tests.support.worlds import MemoryWorld, OrmWorld, World, io, limits, render_tool
 
 
 @pytest.fixture(params=["memory", pytest.param("orm", marks=pytest.mark.django_db)])

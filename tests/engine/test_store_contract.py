@@ -1,9 +1,9 @@
 """One suite of engine scenarios, run against both RunStores: the in-memory one
 (`runs.engine.memory_store`, no database) and the ORM one (`runs.store`). Each store gets a
-world with the same small API; the engine, the real litellm gateway (offline model) and the
-real tool runner are the same in both. Runs are driven in the test thread: each hint the
-engine sends is queued and advanced here, each advance by a new worker (a new lease owner),
-as `runs.engine_factory` does."""
+world with the same small API (tests/support/worlds.py); the engine, the real litellm gateway
+(offline model) and the real tool runner are the same in both. Runs are driven in the test
+thread: each hint the engine sends is queued and advanced here, each advance by a new worker
+(a new lease owner), as `runs.engine_factory` does."""
 
 from __future__ import annotations
 
@@ -15,27 +15,24 @@ from typing import Any
 
 import jsonschema
 import pytest
-from django.conf import settings
 from django.db import connection
-from django.db.models import F
-from django.utils import timezone
 
-from approvals.models import Approval
-from approvals.services import approval_decide, approval_fire_due
-from entities.definition import normalize
-from entities.models import Entity
-from governance.safety import SafetyScreening
-from runs.engine.core import Engine, RunStore, RunView
+from runs.engine.core import RunStore, RunView
 from runs.engine.memory_store import InMemoryRunStore
 from runs.engine.ports import Committed, Finish, ModelCall, Record, Spawn, ToolCall, Transition
-from runs.gateway import LiteLLMGateway
-from runs.models import LLMCall, Run, RunEvent, StepRun
-from runs.services import run_cancel, run_start
-from runs.store import OrmRunStore
-from tests.factories import EntityFactory, UserFactory, grant, tool_definition
-from tests.factories import definition as factory_definition
+from runs.models import Run
+from tests.factories import tool_definition
 from tests.fakes.flaky_server import flaky_server as serve_flaky
-from tools.runner import RegistryToolRunner
+from tests.support.runs import step
+from tests.support.worlds import (
+    MemoryWorld,
+    OrmWorld,
+    StoreWrapper,
+    World,
+    io,
+    limits,
+    render_tool,
+)
 
 pytestmark = pytest.mark.smoke
 
@@ -47,15 +44,7 @@ class WorkerDied(BaseException):
     """The worker process was killed: not an Exception, so the engine cannot record it."""
 
 
-class _Wrapped:
-    def __init__(self, store: RunStore, world: World):
-        self._store, self._world = store, world
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-
-class _DiesInFinish(_Wrapped):
+class _DiesInFinish(StoreWrapper):
     """The worker dies as it is about to write the run's end."""
 
     def commit(self, run: RunView, transition: Transition) -> Committed:
@@ -64,7 +53,7 @@ class _DiesInFinish(_Wrapped):
         return self._store.commit(run, transition)
 
 
-class _CancelledAfterModelCall(_Wrapped):
+class _CancelledAfterModelCall(StoreWrapper):
     """Someone cancels the run while its first step is in flight."""
 
     def record(self, run: RunView, record: Record) -> None:
@@ -73,7 +62,7 @@ class _CancelledAfterModelCall(_Wrapped):
             self._world.cancel(run.id)
 
 
-class _CancelledAsChildrenStart(_Wrapped):
+class _CancelledAsChildrenStart(StoreWrapper):
     """Someone cancels the run after the engine's last look at the flag, before the children
     it is starting are written."""
 
@@ -83,7 +72,7 @@ class _CancelledAsChildrenStart(_Wrapped):
         return self._store.commit(run, transition)
 
 
-class _OvertakenBeforeRecording(_Wrapped):
+class _OvertakenBeforeRecording(StoreWrapper):
     """The worker stalls past its lease, another worker takes the run over, then the first
     one tries to record its model call."""
 
@@ -97,7 +86,7 @@ class _OvertakenBeforeRecording(_Wrapped):
         self._store.record(run, record)
 
 
-class _ParentHeldElsewhere(_Wrapped):
+class _ParentHeldElsewhere(StoreWrapper):
     """Another worker holds the parent's lease (a sweep, a cancel) as its child ends."""
 
     def commit(self, run: RunView, transition: Transition) -> Committed:
@@ -113,7 +102,7 @@ class _ParentHeldElsewhere(_Wrapped):
         return self._store.commit(run, transition)
 
 
-class _ParentCancelledWhileChildRuns(_Wrapped):
+class _ParentCancelledWhileChildRuns(StoreWrapper):
     """Someone cancels the parent while its only child makes its model call."""
 
     def record(self, run: RunView, record: Record) -> None:
@@ -122,7 +111,7 @@ class _ParentCancelledWhileChildRuns(_Wrapped):
             self._world.cancel(run.parent_id)
 
 
-class _ParentFlaggedDuringToolCall(_Wrapped):
+class _ParentFlaggedDuringToolCall(StoreWrapper):
     """A cancel of the parent lands while its first child's tool call runs, before the
     cancel's pass over the descendants reaches the child."""
 
@@ -137,7 +126,7 @@ class _ParentFlaggedDuringToolCall(_Wrapped):
         self._store.record(run, record)
 
 
-class _TimeUpAsChildEnds(_Wrapped):
+class _TimeUpAsChildEnds(StoreWrapper):
     """The worker's handoff time runs out the moment a child ends."""
 
     def commit(self, run: RunView, transition: Transition) -> Committed:
@@ -148,7 +137,7 @@ class _TimeUpAsChildEnds(_Wrapped):
         return done
 
 
-class _ParentBreaksAfterItsChild(_Wrapped):
+class _ParentBreaksAfterItsChild(StoreWrapper):
     """The parent's next write after its child's end fails on a bug."""
 
     def commit(self, run: RunView, transition: Transition) -> Committed:
@@ -162,369 +151,6 @@ class _Later:
 
     def now(self) -> datetime:
         return datetime.now(UTC) + timedelta(days=1)
-
-
-class World:
-    """Entities, runs and a synchronous executor over one store; subclasses read the store."""
-
-    lease_seconds: float
-    clock: Any = None  # the engine's clock, when the store's time is not the real one
-    handoff_s = 0.0  # the engine's handoff (runs/engine/core.py Engine.handoff_s)
-
-    def __init__(self) -> None:
-        self.queue: list[str] = []
-        self.later: list[tuple[str, float]] = []
-        self.wrap_next: type[_Wrapped] | None = None
-        self.overtaken: tuple[RunStore, RunView] | None = None
-        self.model = LiteLLMGateway()
-        self.tools = RegistryToolRunner()
-
-    def worker_store(self) -> RunStore:
-        raise NotImplementedError
-
-    def engine(self) -> Engine:
-        store = self.worker_store()
-        if self.wrap_next is not None:
-            store, self.wrap_next = self.wrap_next(store, self), None
-        engine = Engine(
-            store=store,
-            model=self.model,
-            tools=self.tools,
-            enqueue=self.queue.append,
-            enqueue_later=lambda run_id, delay_s: self.later.append((run_id, delay_s)),
-            screening=SafetyScreening(),
-            handoff_s=self.handoff_s,
-        )
-        if self.clock is not None:
-            engine.clock = self.clock
-        self.engine_in_use = engine
-        return engine
-
-    def advance(self, run_id: str) -> None:
-        self.engine().advance(run_id)
-
-    def advance_all(self, limit: int = 1000) -> None:
-        for _ in range(limit):
-            if not self.queue:
-                return
-            self.advance(self.queue.pop(0))
-        raise AssertionError("the runs never settled")
-
-    def run(self, name: str, run_input: Any) -> str:
-        run_id = self.start(name, run_input)
-        self.advance_all()
-        return run_id
-
-    def event_types(self, trace_id: str) -> list[str]:
-        return [kind for _seq, _run, kind, _payload in self.events(trace_id)]
-
-    def events_of(self, run_id: str, kind: str) -> list[dict]:
-        return [
-            payload
-            for _seq, rid, k, payload in self.events(self.trace(run_id))
-            if rid == run_id and k == kind
-        ]
-
-    # What each store answers.
-    def add(self, name: str, type: str = "ACTION", **sections: Any) -> str: ...  # noqa: A002
-    def start(self, name: str, run_input: Any) -> str: ...
-    def status(self, run_id: str) -> str: ...
-    def error(self, run_id: str) -> tuple[str, str]: ...
-    def input(self, run_id: str) -> Any: ...
-    def output(self, run_id: str) -> Any: ...
-    def trace(self, run_id: str) -> str: ...
-    def trace_runs(self, trace_id: str) -> list[str]: ...
-    def entity_name(self, run_id: str) -> str: ...
-    def children(self, run_id: str) -> list[str]: ...
-    def events(self, trace_id: str) -> list[tuple[int, str, str, dict]]: ...
-    def step_statuses(self, run_id: str) -> list[tuple[str, int, str]]: ...
-    def model_call_count(self, run_id: str) -> int: ...
-    def model_calls(self, run_id: str) -> list[tuple[int, Decimal]]: ...
-    def prompts(self, run_id: str) -> list[str]: ...
-    def counters(self, run_id: str) -> tuple[Decimal, int, int]: ...
-    def budget(self, run_id: str) -> tuple[Decimal | None, Decimal, Decimal]: ...
-    def call_counts(self, run_id: str) -> tuple[int, int]: ...
-    def cancel(self, run_id: str) -> None: ...
-    def flag_only(self, run_id: str) -> None: ...
-    def let_time_pass(self, seconds: float) -> None: ...
-    def approvals(self, run_id: str) -> list[dict]: ...
-    def decide(self, run_id: str, decision: str = "approve", **kwargs: Any) -> None: ...
-    def time_out(self, run_id: str) -> None: ...
-
-
-class ManualClock:
-    """Time that moves only when a test says so."""
-
-    def __init__(self) -> None:
-        self.moment = datetime(2025, 1, 1, 12, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.moment
-
-    def now(self) -> datetime:  # the engine's Clock port; the store calls it
-        return self.moment
-
-    def advance(self, seconds: float) -> None:
-        self.moment += timedelta(seconds=seconds)
-
-
-class MemoryWorld(World):
-    lease_seconds = 30.0
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.clock = ManualClock()
-        self.store = InMemoryRunStore(
-            screening=SafetyScreening(), clock=self.clock, lease_seconds=self.lease_seconds
-        )
-        self.workers = itertools.count(1)
-
-    def worker_store(self) -> RunStore:
-        return self.store.worker(f"worker-{next(self.workers)}")
-
-    def add(self, name: str, type: str = "ACTION", **sections: Any) -> str:  # noqa: A002
-        definition, problems = normalize(factory_definition(name, type, **sections))
-        assert not problems, problems
-        self.store.add_entity(name, definition, status=definition["metadata"]["status"])
-        return name
-
-    def start(self, name: str, run_input: Any) -> str:
-        run_id = self.store.start(name, run_input)
-        self.queue.append(run_id)
-        return run_id
-
-    def status(self, run_id: str) -> str:
-        return self.store.run(run_id).status
-
-    def error(self, run_id: str) -> tuple[str, str]:
-        run = self.store.run(run_id)
-        return run.error_code, run.error_message
-
-    def input(self, run_id: str) -> Any:
-        return self.store.run(run_id).input
-
-    def output(self, run_id: str) -> Any:
-        return self.store.run(run_id).output
-
-    def trace(self, run_id: str) -> str:
-        return self.store.run(run_id).trace_id
-
-    def trace_runs(self, trace_id: str) -> list[str]:
-        found, frontier = [trace_id], [trace_id]
-        while frontier:
-            frontier = [c.id for rid in frontier for c in self.store.children_of(rid)]
-            found += frontier
-        return found
-
-    def entity_name(self, run_id: str) -> str:
-        return self.store.run(run_id).definition["identity"]["name"]
-
-    def children(self, run_id: str) -> list[str]:
-        return [child.id for child in self.store.children_of(run_id)]
-
-    def events(self, trace_id: str) -> list[tuple[int, str, str, dict]]:
-        return [(e.seq, e.run_id, e.type, e.payload) for e in self.store.events(trace_id)]
-
-    def step_statuses(self, run_id: str) -> list[tuple[str, int, str]]:
-        steps = sorted(self.store.steps(run_id), key=lambda s: (s.iteration, s.position, s.attempt))
-        return [(s.name, s.attempt, s.status) for s in steps]
-
-    def model_call_count(self, run_id: str) -> int:
-        return len(self._calls(run_id))
-
-    def model_calls(self, run_id: str) -> list[tuple[int, Decimal]]:
-        return [
-            (c.reply.prompt_tokens + c.reply.completion_tokens, c.reply.cost_usd)
-            for c in self._calls(run_id)
-        ]
-
-    def prompts(self, run_id: str) -> list[str]:
-        return [
-            "\n\n".join(f"[{m['role']}] {m.get('content') or ''}" for m in c.request.messages)
-            for c in self._calls(run_id)
-        ]
-
-    def _calls(self, run_id: str) -> list[Any]:
-        return [c for c in self.store.model_calls if c.run_id == run_id]
-
-    def counters(self, run_id: str) -> tuple[Decimal, int, int]:
-        run = self.store.run(run_id)
-        return run.total_cost_usd, run.total_tokens, run.llm_calls
-
-    def budget(self, run_id: str) -> tuple[Decimal | None, Decimal, Decimal]:
-        run = self.store.run(run_id)
-        return run.budget_usd, run.reserved_usd, run.total_cost_usd
-
-    def call_counts(self, run_id: str) -> tuple[int, int]:
-        run = self.store.run(run_id)
-        return run.llm_calls, run.tool_calls
-
-    def cancel(self, run_id: str) -> None:
-        self.store.cancel(run_id)
-
-    def flag_only(self, run_id: str) -> None:
-        """The run's cancel flag alone, as a cancel sets it before its descendants'."""
-        with self.store._world.lock:
-            self.store._world.runs[run_id].cancel_requested = True
-
-    def let_time_pass(self, seconds: float) -> None:
-        self.clock.advance(seconds)
-
-    def approvals(self, run_id: str) -> list[dict]:
-        return [
-            {
-                "trigger": a.ask.trigger,
-                "status": a.status,
-                "subject": a.ask.subject,
-                "payload": a.ask.payload,
-                "step": a.ask.step_name,
-                "risk": a.risk_level,
-                "summary": a.ask.reasoning_summary,
-                "judge": a.ask.judge,
-                "reversibility": a.ask.downstream_impact["reversibility"],
-                "affected_steps": a.ask.downstream_impact["affected_steps"],
-            }
-            for a in self.store.approvals(run_id)
-        ]
-
-    def decide(self, run_id: str, decision: str = "approve", **kwargs: Any) -> None:
-        self.store.decide(run_id, decision=decision, **kwargs)
-        self.queue.append(run_id)
-
-    def time_out(self, run_id: str) -> None:
-        self.store.time_out(run_id)
-        self.queue.append(run_id)
-
-
-class OrmWorld(World):
-    def __init__(self, workspace: Any) -> None:
-        super().__init__()
-        self.workspace = workspace
-        self.lease_seconds = settings.HIERARCH_ENGINE["LEASE_SECONDS"]
-
-    def worker_store(self) -> RunStore:
-        return OrmRunStore()
-
-    def add(self, name: str, type: str = "ACTION", **sections: Any) -> str:  # noqa: A002
-        EntityFactory(workspace=self.workspace, name=name, type=type, **sections)
-        return name
-
-    def start(self, name: str, run_input: Any) -> str:
-        entity = Entity.objects.get(workspace=self.workspace, name=name)
-        run_id = str(run_start(entity=entity, input_data=run_input).pk)
-        self.queue.append(run_id)
-        return run_id
-
-    def _run(self, run_id: str) -> Run:
-        return Run.objects.select_related("entity").get(pk=run_id)
-
-    def status(self, run_id: str) -> str:
-        return self._run(run_id).status
-
-    def error(self, run_id: str) -> tuple[str, str]:
-        run = self._run(run_id)
-        return run.error_code, run.error_message
-
-    def input(self, run_id: str) -> Any:
-        return self._run(run_id).input_data
-
-    def output(self, run_id: str) -> Any:
-        return self._run(run_id).output_data
-
-    def trace(self, run_id: str) -> str:
-        return str(self._run(run_id).trace_id)
-
-    def trace_runs(self, trace_id: str) -> list[str]:
-        return [
-            str(pk) for pk in Run.objects.filter(trace_id=trace_id).values_list("pk", flat=True)
-        ]
-
-    def entity_name(self, run_id: str) -> str:
-        return self._run(run_id).entity.name
-
-    def children(self, run_id: str) -> list[str]:
-        rows = Run.objects.filter(parent_id=run_id).order_by("created_at", "group_index")
-        return [str(pk) for pk in rows.values_list("pk", flat=True)]
-
-    def events(self, trace_id: str) -> list[tuple[int, str, str, dict]]:
-        rows = RunEvent.objects.filter(trace_id=trace_id).order_by("seq")
-        return [(r.seq, str(r.run_id), r.type, r.payload) for r in rows]
-
-    def step_statuses(self, run_id: str) -> list[tuple[str, int, str]]:
-        rows = StepRun.objects.filter(run_id=run_id).order_by("iteration", "position", "attempt")
-        return [(r.name, r.attempt, r.status) for r in rows]
-
-    def model_call_count(self, run_id: str) -> int:
-        return LLMCall.objects.filter(run_id=run_id).count()
-
-    def model_calls(self, run_id: str) -> list[tuple[int, Decimal]]:
-        rows = LLMCall.objects.filter(run_id=run_id)
-        return [(r.total_tokens, r.cost_usd) for r in rows]
-
-    def prompts(self, run_id: str) -> list[str]:
-        return list(LLMCall.objects.filter(run_id=run_id).values_list("input_prompt", flat=True))
-
-    def counters(self, run_id: str) -> tuple[Decimal, int, int]:
-        run = self._run(run_id)
-        return run.total_cost_usd, run.total_tokens, run.llm_calls
-
-    def budget(self, run_id: str) -> tuple[Decimal | None, Decimal, Decimal]:
-        run = self._run(run_id)
-        return run.budget_usd, run.reserved_usd, run.total_cost_usd
-
-    def call_counts(self, run_id: str) -> tuple[int, int]:
-        run = self._run(run_id)
-        return run.llm_calls, run.tool_calls
-
-    def cancel(self, run_id: str) -> None:
-        run_cancel(run=self._run(run_id))
-
-    def flag_only(self, run_id: str) -> None:
-        """The run's cancel flag alone, as a cancel sets it before its descendants'."""
-        Run.objects.filter(pk=run_id).update(cancel_requested=True)
-
-    def approvals(self, run_id: str) -> list[dict]:
-        return [
-            {
-                "trigger": a.checkpoint_trigger,
-                "status": a.status,
-                "subject": a.subject,
-                "payload": a.payload,
-                "step": a.step_name,
-                "risk": a.risk_level,
-                "summary": a.reasoning_summary,
-                "judge": a.judge,
-                "reversibility": a.downstream_impact["reversibility"],
-                "affected_steps": a.downstream_impact["affected_steps"],
-            }
-            for a in Approval.objects.filter(run_id=run_id).order_by("requested_at", "pk")
-        ]
-
-    def decide(self, run_id: str, decision: str = "approve", **kwargs: Any) -> None:
-        by = kwargs.pop("by", "alice")
-        payload = kwargs.pop("payload", None)
-        approval = Approval.objects.get(run_id=run_id, status__in=["PENDING", "ESCALATED"])
-        role = "admin" if approval.status == "ESCALATED" else "approver"
-        user = grant(UserFactory(username=by), self.workspace, role)
-        approval_decide(approval=approval, user=user, decision=decision, payload=payload, **kwargs)
-        self.queue.append(run_id)
-
-    def time_out(self, run_id: str) -> None:
-        Approval.objects.filter(run_id=run_id, status__in=["PENDING", "ESCALATED"]).update(
-            due_at=timezone.now() - timedelta(seconds=1)
-        )
-        approval_fire_due()
-        self.queue.append(run_id)
-
-    def let_time_pass(self, seconds: float) -> None:
-        # Every due time, lease expiry and deadline comes `seconds` closer.
-        delta = timedelta(seconds=seconds)
-        Run.objects.update(
-            wake_at=F("wake_at") - delta,
-            lease_expires_at=F("lease_expires_at") - delta,
-            deadline_at=F("deadline_at") - delta,
-        )
-        Approval.objects.update(requested_at=F("requested_at") - delta, due_at=F("due_at") - delta)
 
 
 @pytest.fixture(
@@ -558,21 +184,6 @@ def _world(request: pytest.FixtureRequest) -> World:
 
 
 # -- definitions -----------------------------------------------------------------------------
-
-
-def io(inputs: dict[str, str] | None = None, **outputs: str) -> dict:
-    def schema(properties: dict[str, str]) -> dict:
-        return {
-            "type": "object",
-            "properties": {name: {"type": kind} for name, kind in properties.items()},
-            "required": list(properties),
-        }
-
-    return {"input": {"schema": schema(inputs or {})}, "output": {"schema": schema(outputs)}}
-
-
-def step(order: int, name: str, kind: str, **target: Any) -> dict:
-    return {"step_id": f"s{order}", "order": order, "name": name, "type": kind, "target": target}
 
 
 @pytest.fixture(scope="module")
@@ -1229,10 +840,6 @@ def test_an_entity_with_memory_remembers_its_earlier_runs(world):
 # -- limits and budgets (seed 000 §3.7, seed 004 Budget) ----------------------------------------
 
 
-def limits(**execution_limits: Any) -> dict:
-    return {"execution_limits": {"max_recursion_depth": 5, **execution_limits}}
-
-
 def two_thoughts() -> dict:
     return {
         "static_plan": {
@@ -1460,21 +1067,6 @@ def said(**examples: str) -> dict:
     """An output schema whose strings the offline model fills with these examples."""
     properties = {name: {"type": "string", "examples": [text]} for name, text in examples.items()}
     return {"output": {"schema": {"type": "object", "properties": properties}}}
-
-
-def render_tool() -> dict:
-    return tool_definition(
-        "render",
-        implementation="template_render",
-        function_schema={
-            "name": "render",
-            "parameters": {
-                "type": "object",
-                "properties": {"template": {"type": "string"}, "variables": {"type": "object"}},
-                "required": ["template"],
-            },
-        },
-    )
 
 
 def render_plan(template: str) -> dict:

@@ -12,10 +12,10 @@ import pytest
 from runs.models import WebhookDelivery, WebhookStatus
 from runs.services import run_execute
 from runs.webhooks import webhook_secret
-from tests.api.test_webhooks import Receiver, verified
 from tests.factories import UserFactory, grant
 from tests.reliability.hierarchies import action, thought
 from tests.reliability.processes import wait_for_the_end, wait_until
+from tests.support.webhooks import Receiver, verified
 
 pytestmark = pytest.mark.reliability
 

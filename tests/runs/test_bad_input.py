@@ -9,7 +9,8 @@ from entities.models import ChildLink, Entity, PlanStep
 from runs.models import LLMCall, Run, StepRun, ToolCall
 from runs.services import run_start
 from tests.factories import EntityFactory, tool_definition
-from tests.runs.test_engine import Driver, io, static_plan, step
+from tests.support.queued_runs import Driver
+from tests.support.runs import io, static_plan, step
 
 pytestmark = pytest.mark.smoke
 

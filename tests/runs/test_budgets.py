@@ -16,7 +16,8 @@ from runs.models import Run, RunEvent
 from runs.services import RunRefused, run_raise_budget, run_start
 from runs.sweeper import sweep
 from tests.factories import EntityFactory, UserFactory, grant
-from tests.runs.test_engine import Driver, io
+from tests.support.queued_runs import Driver
+from tests.support.runs import io
 
 pytestmark = pytest.mark.smoke
 

@@ -6,7 +6,8 @@ import pytest
 
 from runs.models import Artifact, LLMCall, MemoryItem
 from tests.factories import EntityFactory
-from tests.runs.test_engine import Driver, io
+from tests.support.queued_runs import Driver
+from tests.support.runs import io
 
 pytestmark = pytest.mark.smoke
 

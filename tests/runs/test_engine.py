@@ -12,17 +12,13 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from entities.models import Entity
-from governance.safety import SafetyScreening
-from runs import services
-from runs.engine.core import Engine
-from runs.gateway import LiteLLMGateway
 from runs.models import LLMCall, Run, RunEvent, StepRun, ToolCall
 from runs.selectors import run_document, trace_tree
 from runs.services import run_start
-from runs.store import OrmRunStore
 from tests.factories import EntityFactory, tool_definition
+from tests.support.queued_runs import Driver
+from tests.support.runs import io, static_plan, step
 from tools.models import RecordedRow
-from tools.runner import RegistryToolRunner
 
 pytestmark = pytest.mark.smoke
 
@@ -32,78 +28,9 @@ JOB = (
 )
 
 
-class Driver:
-    """Advance runs in this thread, in the order the engine asks."""
-
-    def __init__(self) -> None:
-        self.queue: list[str] = []
-        self.engine = Engine(
-            store=OrmRunStore(),
-            model=LiteLLMGateway(),
-            tools=RegistryToolRunner(),
-            enqueue=self.queue.append,
-            enqueue_later=lambda run_id, delay_s: self.later.append((run_id, delay_s)),
-            screening=SafetyScreening(),
-        )
-        self.later: list[tuple[str, float]] = []
-
-    def run(self, entity: Entity, input_data: dict) -> Run:
-        # run_start hands the root to the configured executor: in a test that commits, the
-        # inline pool's threads would advance it too, racing this one. Here this thread is
-        # the executor.
-        handed_to = services.enqueue
-        services.enqueue = self.queue.append
-        try:
-            run = run_start(entity=entity, input_data=input_data)
-        finally:
-            services.enqueue = handed_to
-        self.drain()
-        run.refresh_from_db()
-        return run
-
-    def drain(self, limit: int = 10_000) -> None:
-        for _ in range(limit):
-            if not self.queue:
-                return
-            self.engine.advance(self.queue.pop(0))
-        raise AssertionError("the run never settled")
-
-
 @pytest.fixture
 def driver(db):
     return Driver()
-
-
-def output_schema(**properties: str) -> dict:
-    return {
-        "output": {
-            "schema": {
-                "type": "object",
-                "properties": {name: {"type": kind} for name, kind in properties.items()},
-                "required": list(properties),
-            }
-        }
-    }
-
-
-def io(inputs: dict | None = None, **outputs: str) -> dict:
-    contract = output_schema(**outputs)
-    contract["input"] = {
-        "schema": {
-            "type": "object",
-            "properties": {name: {"type": kind} for name, kind in (inputs or {}).items()},
-            "required": list(inputs or {}),
-        }
-    }
-    return contract
-
-
-def step(order: int, name: str, kind: str, **target) -> dict:
-    return {"step_id": f"s{order}", "order": order, "name": name, "type": kind, "target": target}
-
-
-def static_plan(*steps: dict) -> dict:
-    return {"static_plan": {"enabled": True, "steps": list(steps)}}
 
 
 # The demo, end to end

@@ -19,9 +19,8 @@ from approvals.services import AlreadyDecided, DecisionRefused, approval_decide
 from runs.models import Run
 from runs.services import run_cancel
 from tests.factories import EntityFactory, UserFactory, grant
-from tests.runs.test_engine import Driver
-
-TEXT_OUT = {"output": {"schema": {"type": "object", "properties": {"text": {"type": "string"}}}}}
+from tests.support.checkpoints import TEXT_OUT, tool_entity
+from tests.support.queued_runs import Driver
 
 
 def judged(acme, *, threshold=None):
@@ -110,42 +109,6 @@ def test_judge_decisions_are_immutable(db, acme, remote):
 
 
 # -- decisions the service refuses -------------------------------------------------------------
-
-
-def tool_entity(acme, *checkpoints, name="careful"):
-    render = {
-        "tool_id": "render",
-        "name": "Render",
-        "implementation": "template_render",
-        "function_schema": {
-            "name": "render",
-            "parameters": {
-                "type": "object",
-                "properties": {"template": {"type": "string", "minLength": 2}},
-                "required": ["template"],
-                "additionalProperties": False,
-            },
-        },
-    }
-    step = {
-        "step_id": "s1",
-        "order": 1,
-        "name": "Render",
-        "type": "TOOL_CALL",
-        "target": {"tool_id": "render"},
-        "input_mapping": {"template": "hello"},
-    }
-    return EntityFactory(
-        workspace=acme,
-        name=name,
-        tools=[render],
-        io_contract=TEXT_OUT,
-        planning={"static_plan": {"enabled": True, "steps": [step]}},
-        governance={
-            "human_oversight": {"hitl_checkpoints": list(checkpoints)},
-            "execution_limits": {"max_recursion_depth": 5},
-        },
-    )
 
 
 @pytest.fixture

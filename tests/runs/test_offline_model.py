@@ -16,6 +16,7 @@ import pytest
 
 from runs.engine.ports import LLM_ERROR, TIMEOUT, ModelError, ModelRequest
 from runs.gateway import LiteLLMGateway, litellm_module
+from tests.support.demo_schemas import FIXTURE_SCHEMAS, standard
 
 pytestmark = pytest.mark.smoke
 
@@ -103,8 +104,6 @@ def test_it_answers_json_valid_against_the_requested_schema(gateway):
 
 
 def test_it_answers_every_output_schema_of_the_demo_hierarchy(gateway):
-    from tests.runs.test_synthesis import FIXTURE_SCHEMAS, standard
-
     for label, schema in FIXTURE_SCHEMAS:
         request = ModelRequest(
             provider="local",

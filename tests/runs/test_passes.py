@@ -10,7 +10,8 @@ from approvals.models import Approval
 from runs.engine.review import REVIEW_FUNCTIONS, review_function
 from runs.models import LLMCall, Run, RunEvent, StepRun
 from tests.factories import EntityFactory
-from tests.runs.test_engine import Driver, io, static_plan, step
+from tests.support.queued_runs import Driver
+from tests.support.runs import io, static_plan, step
 
 pytestmark = pytest.mark.smoke
 

@@ -16,7 +16,8 @@ from runs import executors, services, sql, sweeper
 from runs.models import Run, TraceSequence
 from tests.factories import EntityFactory, WorkspaceFactory
 from tests.marks import postgresql_only
-from tests.runs.test_engine import Driver, io
+from tests.support.queued_runs import Driver
+from tests.support.runs import io
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -13,7 +13,8 @@ from django.utils import timezone
 from runs.models import Run, StepRun, ToolCall
 from tests.factories import EntityFactory, tool_definition
 from tests.fakes.flaky_server import flaky_server as serve_flaky
-from tests.runs.test_engine import Driver, static_plan, step
+from tests.support.queued_runs import Driver
+from tests.support.runs import static_plan, step
 
 pytestmark = pytest.mark.smoke
 

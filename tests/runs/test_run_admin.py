@@ -11,7 +11,9 @@ from django.utils import timezone
 
 from runs.models import LLMCall, Run, WebhookDelivery
 from tests.factories import EntityFactory
-from tests.runs.test_engine import Driver, io
+from tests.support.checkpoints import tool_entity
+from tests.support.queued_runs import Driver
+from tests.support.runs import io
 
 pytestmark = pytest.mark.smoke
 
@@ -95,7 +97,6 @@ def test_an_operator_raises_a_blocked_runs_budget_from_the_admin(client, acme, c
 def test_the_run_page_shows_its_requests_to_people_and_their_decisions(client, alice, acme, dave):
     from approvals.models import Approval
     from approvals.services import approval_decide
-    from tests.runs.test_hitl_orm import tool_entity
 
     run = Driver().run(tool_entity(acme, {"trigger": "BEFORE_TOOL_CALL"}), {})
     request = Approval.objects.get(run=run)

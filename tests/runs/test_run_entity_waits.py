@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from approvals.models import Approval
 from runs.models import Run
 from tests.factories import UserFactory, grant
-from tests.runs.test_hitl_orm import tool_entity
+from tests.support.checkpoints import tool_entity
 
 
 @pytest.mark.django_db(transaction=True)

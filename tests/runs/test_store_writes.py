@@ -23,7 +23,8 @@ from runs.services import run_start
 from runs.store import OrmRunStore, _Heartbeat
 from tests.factories import EntityFactory, WorkspaceFactory
 from tests.marks import postgresql_only
-from tests.runs.test_engine import Driver, io
+from tests.support.queued_runs import Driver
+from tests.support.runs import io
 from tools.models import RecordedRow
 
 pytestmark = [

@@ -15,6 +15,7 @@ from django.utils import timezone
 from runs.models import LLMCall, Run, RunEvent, RunStatus, StepRun, ToolCall, TraceSequence
 from runs.store import latest_version
 from tests.factories import EntityFactory, approval_request
+from tests.support.runs import static_plan, step
 
 pytestmark = pytest.mark.smoke
 
@@ -279,8 +280,6 @@ def test_a_nodes_details_show_what_it_recorded_escaped(client, alice, small, acm
 
 
 def test_a_run_not_yet_planned_shows_its_versions_static_plan(client, alice, acme):
-    from tests.runs.test_engine import static_plan, step
-
     action = EntityFactory(
         workspace=acme,
         name="planned",

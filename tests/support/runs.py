@@ -1,4 +1,5 @@
-"""Runs driven to their end in the test thread, by an engine wired as the server's is."""
+"""Runs driven to their end in the test thread, by an engine wired as the server's is, and
+the pieces of definition tests build them from: steps, a static plan, an io contract."""
 
 from __future__ import annotations
 
@@ -56,3 +57,27 @@ def step(order: int, name: str, kind: str, **target: Any) -> dict:
 
 def static_plan(*steps: dict) -> dict:
     return {"static_plan": {"enabled": True, "steps": list(steps)}}
+
+
+def output_schema(**properties: str) -> dict:
+    return {
+        "output": {
+            "schema": {
+                "type": "object",
+                "properties": {name: {"type": kind} for name, kind in properties.items()},
+                "required": list(properties),
+            }
+        }
+    }
+
+
+def io(inputs: dict | None = None, **outputs: str) -> dict:
+    contract = output_schema(**outputs)
+    contract["input"] = {
+        "schema": {
+            "type": "object",
+            "properties": {name: {"type": kind} for name, kind in (inputs or {}).items()},
+            "required": list(inputs or {}),
+        }
+    }
+    return contract

@@ -16,7 +16,8 @@ from django.test.utils import CaptureQueriesContext
 from governance.vault import secret_set
 from runs.models import LLMCall, Run, RunEvent, StepRun, ToolCall
 from tests.factories import EntityFactory, tool_definition
-from tests.runs.test_engine import Driver, static_plan, step
+from tests.support.queued_runs import Driver
+from tests.support.runs import static_plan, step
 from tests.tools.auth_server import AuthServer
 
 pytestmark = pytest.mark.smoke

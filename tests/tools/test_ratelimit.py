@@ -8,9 +8,9 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from django.conf import settings
 
 from tests.settings_process import settings_printed
+from tests.support.redis_url import require_redis
 from tools.models import RateCounter
 from tools.ratelimit import (
     ALLOWED,
@@ -29,14 +29,6 @@ from tools.ratelimit import (
 NOW = 1_736_944_470.25
 MINUTE_END = 1_736_944_500.0
 HOUR_END = 1_736_946_000.0
-
-
-def require_redis() -> str:
-    """REDIS_URL, or a skip without it (CI's run with Redis fails a skip: tests/conftest.py)."""
-    url = settings.REDIS_URL
-    if not url:
-        pytest.skip("needs Redis: set REDIS_URL")
-    return url
 
 
 class Clock:

@@ -23,7 +23,7 @@ import pytest
 from django.db import connection
 
 from tests.support.database import database_url
-from tests.tools.test_ratelimit import require_redis
+from tests.support.redis_url import require_redis
 from tools.models import RateCounter
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,8 @@ from governance.permissions import membership_revoke
 from runs.models import Run, ToolCall
 from runs.services import RunRefused, run_start
 from tests.factories import EntityFactory, UserFactory, grant, tool_definition
-from tests.runs.test_engine import Driver, static_plan, step
+from tests.support.queued_runs import Driver
+from tests.support.runs import static_plan, step
 from tools.models import RecordedRow, Tool
 from tools.services import tool_grant_add
 
