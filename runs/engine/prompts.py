@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from runs.engine import context as ctx
 from runs.engine import pinned
 from runs.engine.definition import Definition, Identity
 
@@ -81,8 +82,6 @@ def compose(
     the parts in `context_priority` order, trimmed to `max_context_tokens`, objects over 10 KB
     passed INLINE, by REFERENCE or as a SUMMARY. Answers the messages and the parts dropped.
     """
-    from runs.engine import context as ctx
-
     engineering = definition["capabilities"]["context_engineering"]
     handling = engineering["artifact_handling"]
     shown_input = ctx.with_artifacts(run_input, handling, summarize=summarize, store=artifact_store)
@@ -113,8 +112,6 @@ def _fitted(
     parts: dict[str, str], engineering: Any, instruction: str, count_tokens: Any
 ) -> tuple[list[ContextPart], list[str]]:
     """The parts in priority order, trimmed to max_context_tokens; and those dropped."""
-    from runs.engine import context as ctx
-
     limit = engineering["max_context_tokens"]
     size = len(instruction.encode()) + sum(len(text.encode()) for text in parts.values())
     if size <= limit:
