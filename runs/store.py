@@ -523,7 +523,7 @@ class OrmRunStore(DispatchingStore):
             cancelled = Run.objects.filter(pk=run.id, cancel_requested=True).exists()
         if cancelled == run.cancel_requested and not run.cancel_fresh:
             return run
-        return replace(run, cancel_requested=cancelled, cancel_fresh=False)
+        return run.changed(cancel_requested=cancelled, cancel_fresh=False)
 
     def release(self, run: RunView) -> None:
         spawn = self._held_spawn
@@ -557,7 +557,7 @@ class OrmRunStore(DispatchingStore):
         cancelled = self._read_back.pop(run.id, None)
         if cancelled is None:
             return run
-        return replace(run, cancel_requested=cancelled, cancel_fresh=True)
+        return run.changed(cancel_requested=cancelled, cancel_fresh=True)
 
     # -- progress -----------------------------------------------------------------------------
 
@@ -595,7 +595,7 @@ class OrmRunStore(DispatchingStore):
         view = run
         if run.status != RunStatus.PENDING and not run.started:
             fields["started_at"] = run.began_at or now
-            view = replace(run, started=True, began_at=run.began_at or now)
+            view = run.changed(started=True, began_at=run.began_at or now)
         claiming, claim = self._claiming, None
         if claiming is not None and claiming.parent.id == run.id:
             self._claiming, claim = None, claiming.terms()  # one statement: claim and write
@@ -786,7 +786,8 @@ class OrmRunStore(DispatchingStore):
             done = ports.Committed(run, woken=woken, stopped=tuple(stopped), taken=taken)
         else:
             done = ports.Committed(self._request_approval(run, t))
-        return replace(done, run=self._as_read(done.run))
+        read = self._as_read(done.run)
+        return done if read is done.run else replace(done, run=read)
 
     def _save(self, run: RunView, save: ports.Save) -> RunView:
         run, steps, items = take_pending(run, save.steps, save.events.items)
@@ -803,7 +804,7 @@ class OrmRunStore(DispatchingStore):
                 lease_owner="",
                 lease_expires_at=None,
             )
-        return replace(run, released=True)
+        return run.changed(released=True)
 
     def _spawn(self, run: RunView, spawn: ports.Spawn) -> tuple[RunView, list[str]]:
         children, steps, events, adopt = spawn.children, spawn.steps, spawn.events, spawn.adopt
@@ -857,7 +858,7 @@ class OrmRunStore(DispatchingStore):
         rows: list[dict[str, Any]] = []
         self._child_rows(run, children, found, definitions, [None], group, now, rows, events)
         run, steps, items = take_pending(run, steps, events.items)
-        run = replace(run, released=True)  # by the held write
+        run = run.changed(released=True)  # by the held write
         parent = run
 
         def write() -> None:  # its events and step records go with the transaction's own
@@ -967,7 +968,7 @@ class OrmRunStore(DispatchingStore):
         else:
             sql.insert(Run, new)
         self._write_steps(run, steps)
-        return replace(written, released=True)
+        return written.changed(released=True)
 
     def _take_child(
         self,
@@ -1132,8 +1133,7 @@ class OrmRunStore(DispatchingStore):
             )
 
         self._deferred = _Deferred(child=run, parent=parent, write=write, items=items, steps=steps)
-        self._taken[parent.id] = replace(
-            parent,
+        self._taken[parent.id] = parent.changed(
             released=False,
             pending_steps=[],
             pending_events=Events(),
@@ -1204,7 +1204,7 @@ class OrmRunStore(DispatchingStore):
             append_events(run.trace_id, run.id, self._kept_items(run, items))
             written = self._write_run(run, lease_owner="", lease_expires_at=None)
             self._write_steps(run, steps)
-        return replace(written, released=True)
+        return written.changed(released=True)
 
     def _awaiting_person(self, run: RunView) -> bool:
         self._flush(run)  # a held-back child's end first

@@ -74,7 +74,7 @@ def ask_person(
     if awaiting is not None:
         marked = {**awaiting, "key": question.key, "trigger": checkpoint.trigger}
         run = run.with_state(**{hitl.AWAITING_KEY: marked})
-    run = replace(run.with_state(**{hitl.REPLAY_KEY: True}), status="PAUSED")
+    run = run.with_state(**{hitl.REPLAY_KEY: True}).changed(status="PAUSED")
     return engine._commit(run, Pause(ask, steps, events)).run, NeedsApproval()
 
 
@@ -136,7 +136,7 @@ def lock(engine: Engine, run: RunView, verdict: hitl.ApprovalVerdict) -> RunView
         return run
     locked = [*hitl.locked_rules(run.state), verdict.constraint]
     run = run.with_state(**{hitl.LOCKED_KEY: locked})
-    run = replace(run, definition=hitl.with_locked(run.definition, run.state))
+    run = run.changed(definition=hitl.with_locked(run.definition, run.state))
     return run.noted(
         "constraint.locked", constraint=verdict.constraint["constraint"], by=verdict.decided_by
     )
@@ -226,7 +226,7 @@ def after_planning(
     name = run.definition["identity"]["name"]
     dynamic = run.definition["planning"]["dynamic_planning"].get("enabled")
     alternatives = plan_alternatives(plan, static) if dynamic else []
-    run = replace(run, cursor=0)
+    run = run.changed(cursor=0)
     run, verdict = ask_person(
         engine,
         run,
@@ -489,8 +489,8 @@ def resume_decision(engine: Engine, run: RunView) -> tuple[RunView, bool]:
     awaiting = run.state[hitl.AWAITING_KEY]
     verdict = engine.store.signals(run, approval=awaiting["key"]).verdict
     if verdict is None or not verdict.outcome:
-        return engine._commit(replace(run, status="PAUSED"), Save([], Events())).run, False
-    run = replace(run.without_state(hitl.AWAITING_KEY), status="RUNNING")
+        return engine._commit(run.changed(status="PAUSED"), Save([], Events())).run, False
+    run = run.without_state(hitl.AWAITING_KEY).changed(status="RUNNING")
     trigger = awaiting["trigger"]
     events = Events()
     run = lock(engine, run, verdict)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from runs.engine import checkpoints, endings, hitl
@@ -54,12 +53,12 @@ def start_children(
     if isinstance(requests, Failed):
         return endings.fail(engine, run, requests.code, requests.message, events, steps), requests
     if not requests:
-        run = replace(run, cursor=group[-1] + 1)
+        run = run.changed(cursor=group[-1] + 1)
         return engine._commit(run, Save(steps, events)).run, None
     adopt = engine.handoff_s > 0
     try:
         done = engine._commit(
-            replace(run, status="WAITING"), Spawn(requests, steps, events, adopt=adopt)
+            run.changed(status="WAITING"), Spawn(requests, steps, events, adopt=adopt)
         )
     except LimitReached as limit:  # the store's answer: no room for the children's budgets
         return run, OverBudget(limit)
@@ -168,6 +167,6 @@ def join(engine: Engine, run: RunView) -> tuple[RunView, bool]:
             if asked is not None:
                 return run, False  # a person decides what becomes of the failure
         return endings.fail(engine, run, code, message, events, steps), False
-    run = replace(run, status="RUNNING")
+    run = run.changed(status="RUNNING")
     run = engine._go_on(run, run.planned()[group[-1]], group[-1], events, steps)
     return run, run.status == "RUNNING"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -166,7 +166,7 @@ class Engine:
             run, going_on = self._next(run)
             if not going_on:
                 return run
-        run = self._commit(replace(run, status="RUNNING"), Save()).run
+        run = self._commit(run.changed(status="RUNNING"), Save()).run
         self.enqueue(run.id)  # a long plan yields the worker, then goes on
         return run
 
@@ -175,9 +175,9 @@ class Engine:
         if run.state.get(hitl.REPLAY_KEY):
             # Resuming after a person's decision replays the step up to its checkpoint: its
             # model calls were recorded before the pause and are reused, not paid again.
-            run = replace(run.without_state(hitl.REPLAY_KEY), resumed=True)
+            run = run.without_state(hitl.REPLAY_KEY).changed(resumed=True)
         if run.state.get(hitl.LOCKED_KEY):
-            run = replace(run, definition=hitl.with_locked(run.definition, run.state))
+            run = run.changed(definition=hitl.with_locked(run.definition, run.state))
         return run
 
     def _next(self, run: RunView) -> tuple[RunView, bool]:
@@ -356,7 +356,7 @@ class Engine:
         policy = run.definition["logic_gate"]["retry_policy"]
         decision = retry.decide(failure.code, failure.retryable, record.attempt, policy)
         if isinstance(decision, retry.Retry):
-            run = replace(run, attempt=decision.attempt)
+            run = run.changed(attempt=decision.attempt)
             events.add(
                 "step.retry", step=step["name"], attempt=decision.attempt, delay_s=decision.delay_s
             )
@@ -401,7 +401,7 @@ class Engine:
         """A step's output lands in the state; an entity that audits COMPREHENSIVEly and logs
         state changes gets a `state.changed` event naming the keys that changed."""
         before = run.state
-        run = replace(run, state=plans.apply_output(run.state, step["name"], output))
+        run = run.changed(state=plans.apply_output(run.state, step["name"], output))
         oversight = run.definition["governance"]["human_oversight"]
         logging = run.definition["observability"]["logging"]
         if oversight.get("audit_level") == "COMPREHENSIVE" and logging.get(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from runs.engine import (
@@ -55,7 +54,7 @@ def complete(engine: Engine, run: RunView) -> tuple[RunView, bool]:
     output, problems = transforms.apply_transformations(
         output, definition["io_contract"]["output"]["transformations"]
     )
-    run = replace(run, output=output)
+    run = run.changed(output=output)
     if problems:
         message = "output transformations failed: " + "; ".join(problems)
         return fail(engine, run, VALIDATION_ERROR, message, events, []), False
@@ -101,7 +100,7 @@ def after_review(
 
 def next_pass(engine: Engine, run: RunView, events: Events) -> RunView:
     """Another pass of the plan, from its first step."""
-    run = replace(run, iteration=run.iteration + 1, cursor=0, attempt=1)
+    run = run.changed(iteration=run.iteration + 1, cursor=0, attempt=1)
     return engine._commit(run, Save([], events)).run
 
 
@@ -168,7 +167,7 @@ def review_failed(
         policy = run.definition["logic_gate"]["retry_policy"]
         decision = retry.decide(result.error_code, result.retryable, run.attempt, policy)
         if isinstance(decision, retry.Retry):
-            run = replace(run, attempt=decision.attempt)
+            run = run.changed(attempt=decision.attempt)
             return engine._schedule(run, RetryAt(decision.delay_s), [record], events), "stop"
         message = f"review: {result.detail}"
         return fail(engine, run, result.error_code, message, events, [record]), "stop"
@@ -204,7 +203,7 @@ def another_plan(engine: Engine, run: RunView, result: review.ReviewResult) -> t
         return limit_reached(engine, run, plan.limit), "stop"
     if plan is None:
         return run, "stop"
-    return next_pass(engine, replace(run, plan=plan), Events()), "again"
+    return next_pass(engine, run.changed(plan=plan), Events()), "again"
 
 
 def review_to_person(
@@ -271,7 +270,7 @@ def after_review_decision(
     if verdict.outcome == hitl.EDIT:
         output = verdict.payload
         problems = schema_problems(run.definition["io_contract"]["output"]["schema"], output)
-        run = replace(run, output=output)
+        run = run.changed(output=output)
         if problems:
             message = "the edited output: " + "; ".join(problems)
             return fail(engine, run, VALIDATION_ERROR, message, events, []), False

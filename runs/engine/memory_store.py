@@ -568,7 +568,7 @@ class InMemoryRunStore(DispatchingStore):
         if not run.cancel_requested:
             with self._world.lock:
                 if self._world.runs[run.id].cancel_requested:
-                    return replace(run, cancel_requested=True)
+                    return run.changed(cancel_requested=True)
         return run
 
     def release(self, run: RunView) -> None:
@@ -618,7 +618,7 @@ class InMemoryRunStore(DispatchingStore):
             )
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
-        return replace(run, released=True)
+        return run.changed(released=True)
 
     def _spawn(self, run: RunView, spawn: Spawn) -> tuple[RunView, list[str]]:
         children, steps, events = spawn.children, spawn.steps, spawn.events
@@ -652,7 +652,7 @@ class InMemoryRunStore(DispatchingStore):
             run = self._write_run(run, lease_owner="", lease_expires_at=None)
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
-            return replace(run, released=True), [row.id for row in rows]
+            return run.changed(released=True), [row.id for row in rows]
 
     def _child_row(
         self,
@@ -947,7 +947,7 @@ class InMemoryRunStore(DispatchingStore):
             setattr(row, name, value)
         if run.status != "PENDING" and not run.started:
             row.started_at = run.began_at or now
-            return replace(run, started=True, began_at=run.began_at or now)
+            return run.changed(started=True, began_at=run.began_at or now)
         return run
 
     def _touch(self, run: RunView) -> None:
@@ -1127,7 +1127,7 @@ class InMemoryRunStore(DispatchingStore):
             run = self._write_run(run, lease_owner="", lease_expires_at=None)
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
-            return replace(run, released=True)
+            return run.changed(released=True)
 
     def _facts(self, run: RunView) -> hitl.RunFacts:
         """The run's counters, what completed runs of its entity (roots with a root, children

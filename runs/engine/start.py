@@ -3,7 +3,6 @@ re-planning after a rejection or a failed review)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -31,13 +30,13 @@ def start_run(engine: Engine, run: RunView) -> tuple[RunView, bool]:
     False when it ended or waits on a person."""
     events = Events()
     began_at = engine.clock.now()
-    run = replace(run, began_at=began_at)
+    run = run.changed(began_at=began_at)
     refused = runtime_problem(run)
     if refused is not None:
         return endings.fail(engine, run, refused.code, refused.message, events, []), False
     timeout_ms = run.definition["governance"]["execution_limits"]["timeout_ms"]
     own = began_at + timedelta(milliseconds=timeout_ms)
-    run = replace(run, deadline=own if run.deadline is None else min(run.deadline, own))
+    run = run.changed(deadline=own if run.deadline is None else min(run.deadline, own))
     carried = {k: run.state[k] for k in hitl.CARRIED_KEYS if k in (run.state or {})}
     start_state = dict(run.input)
     run, verdict = checkpoints.before_execution(engine, run, carried, events)
@@ -48,7 +47,7 @@ def start_run(engine: Engine, run: RunView) -> tuple[RunView, bool]:
     carried = {k: run.state[k] for k in hitl.CARRIED_KEYS if k in (run.state or {})}
     names = children.child_names(engine, run)
     static = plans.build_static_plan(run.definition, names)
-    run = replace(run, state={**start_state, **carried}, status="RUNNING", cursor=0)
+    run = run.changed(state={**start_state, **carried}, status="RUNNING", cursor=0)
     events.add("run.status", status="RUNNING")
     run, planned = plan_pass(engine, run, static, names, events, feedback="")
     if isinstance(planned, OverBudget):
@@ -58,7 +57,7 @@ def start_run(engine: Engine, run: RunView) -> tuple[RunView, bool]:
     run, plan = checkpoints.after_planning(engine, run, planned, static, events)
     if plan is None:
         return run, False
-    run = replace(run, plan=plan)
+    run = run.changed(plan=plan)
     events.add("plan.ready", steps=[s["name"] for s in plan])
     # Written with the next write of this run: replaying a start is deterministic.
     return engine._later(run, [], events), True
@@ -146,11 +145,11 @@ def replan(
     run, OverBudget when there was no room for the planning call."""
     names = children.child_names(engine, run)
     static = plans.build_static_plan(run.definition, names)
-    run = replace(run, attempt=run.attempt + 1)
+    run = run.changed(attempt=run.attempt + 1)
     run, plan = plan_pass(engine, run, static, names, Events(), feedback=feedback)
     if plan is None or isinstance(plan, OverBudget):
         return run, plan or False
-    run = replace(run, plan=plan).with_state(review_feedback=feedback)
+    run = run.changed(plan=plan).with_state(review_feedback=feedback)
     events.add("plan.replanned", reason=feedback)
     return endings.next_pass(engine, run, events), True
 

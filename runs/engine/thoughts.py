@@ -161,7 +161,7 @@ def prompt_messages(
         query = memory.reading(run, engine.clock.now())
         items = engine.store.recall(run, query) if query is not None else []
         remembered = memory.oldest_first(items)
-        run = replace(run, memory=remembered)
+        run = run.changed(memory=remembered)
     messages, dropped = compose(
         definition,
         instruction=instruction,
