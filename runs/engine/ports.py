@@ -254,8 +254,9 @@ class LeaseLost(Exception):
 
 # -- what the driver hands the store --------------------------------------------------------
 #
-# A transition is one commit of a run: its row as the engine left it, the step records and
-# the events, and what kind of change it is. The store writes it; it decides nothing.
+# A transition is one commit of a run: the view the driver hands over (its row as the engine
+# would have it), the step records and the events, and what kind of change it is. The store
+# writes it, decides nothing, and answers the view as written (`Committed.run`).
 
 
 @dataclass(frozen=True)
