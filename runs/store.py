@@ -117,15 +117,6 @@ _UNKNOWN = object()
 _VAULT = object()
 
 
-def _kept_json(run: RunView) -> dict[str, Any]:
-    """The JSON values of the run's row as its last committed write (or its load) left them,
-    by identity."""
-    kept = run.__dict__.get("_kept_json")
-    if kept is None:
-        kept = run.__dict__["_kept_json"] = {}
-    return kept
-
-
 def run_data_sealed(definition: dict, value: Any) -> Any:
     """A run's input or context as the stores write what the engine reads back, under the
     entity's pii_handling (runs/engine/pii_copies.py): for `run_start`."""
@@ -240,6 +231,9 @@ class OrmRunStore(DispatchingStore):
         # The cancel flags of the ancestors of the run whose call this worker recorded last,
         # as that record's commit read them back; forgotten before the next call goes out.
         self._flags_seen: dict[str, bool] = {}
+        # The cancel flag each run's fenced write read back in the commit under way (the
+        # view handed back takes it: `_as_read`); cleared as each commit or record begins.
+        self._read_back: dict[str, bool] = {}
 
     @contextlib.contextmanager
     def _transaction(
@@ -473,15 +467,18 @@ class OrmRunStore(DispatchingStore):
         """The engine's view of a run row claimed for this worker."""
         if row["webhook_url"]:
             self._webhooks[str(row["id"])] = row["webhook_url"]
-        view = RunView(
+        state = self.pii.opened(row["state"])
+        plan = self.pii.opened(row["dynamic_plan"])
+        output = self.pii.opened(row["output_data"])
+        return RunView(
             id=str(row["id"]),
             trace_id=str(row["trace_id"]),
             workspace_id=row["workspace"],
             definition=pinned_definition(row["entity_version"], row["entity"]),
             status=row["status"],
             input=self.pii.opened(row["input_data"]),
-            state=self.pii.opened(row["state"]),
-            plan=self.pii.opened(row["dynamic_plan"]),
+            state=state,
+            plan=plan,
             cursor=row["cursor"],
             iteration=row["iteration"],
             attempt=row["attempt"],
@@ -489,7 +486,7 @@ class OrmRunStore(DispatchingStore):
             depth_limit=row["depth_limit"],
             parent_id=str(row["parent"]) if row["parent"] else None,
             entity_status=row["entity_status"],
-            output=self.pii.opened(row["output_data"]),
+            output=output,
             error_code=row["error_code"],
             error_message=row["error_message"],
             cancel_requested=row["cancel_requested"],
@@ -507,11 +504,10 @@ class OrmRunStore(DispatchingStore):
             deadline=row["deadline_at"],
             budget_anchor=str(row["budget_anchor"]) if row["budget_anchor"] else None,
             limited=row["limited"],
+            row_json={"state": state, "dynamic_plan": plan, "output_data": output},
         )
-        _kept_json(view).update(state=view.state, dynamic_plan=view.plan, output_data=view.output)
-        return view
 
-    def _cancel_requested(self, run: RunView) -> bool:
+    def _cancel_requested(self, run: RunView) -> RunView:
         """Asked before each step. Every write of the run reads the flag back, and a step's
         last act is a write, so the answer is usually at hand; else one query. A child whose
         start is held back (`_hold_spawn`) takes its parent's flag, as its row will take it
@@ -519,26 +515,26 @@ class OrmRunStore(DispatchingStore):
         every ancestor's flag (nothing was sent out since: as fresh as a run's own flag after
         its write). A parent the worker goes on with after its child's end takes its flag
         from there too, which is fresher than its own last write."""
-        if self._flags_seen.get(run.id):
-            run.cancel_requested = True
+        cancelled = run.cancel_requested or bool(self._flags_seen.get(run.id))
         spawn = self._held_spawn
-        if spawn is not None and spawn.child is run and not run.cancel_requested:
+        if spawn is not None and spawn.child_id == run.id and not cancelled:
             known = self._flags_seen.get(spawn.parent.id)
-            run.cancel_requested = known if known is not None else sql.cancel_flag(spawn.parent.id)
-        elif not run.cancel_requested and not run.cancel_fresh:
-            run.cancel_requested = Run.objects.filter(pk=run.id, cancel_requested=True).exists()
-        run.cancel_fresh = False
-        return run.cancel_requested
+            cancelled = known if known is not None else sql.cancel_flag(spawn.parent.id)
+        elif not cancelled and not run.cancel_fresh:
+            cancelled = Run.objects.filter(pk=run.id, cancel_requested=True).exists()
+        if cancelled == run.cancel_requested and not run.cancel_fresh:
+            return run
+        return run.changed(cancel_requested=cancelled, cancel_fresh=False)
 
     def release(self, run: RunView) -> None:
         spawn = self._held_spawn
-        if spawn is not None and spawn.parent is run:
+        if spawn is not None and spawn.parent.id == run.id:
             return  # its start is held back: it stays leased (and beating) until that is in
         _Heartbeat.stop(run)
         if self._held_spawn is not None and self._held_spawn.child_id == run.id:
             self._flush(run)  # the child's turn ended before its first write (it failed)
         deferred = self._deferred
-        if deferred is not None and deferred.child is not run:
+        if deferred is not None and deferred.child.id != run.id:
             # The parent's turn ended without a write of its own (it failed): the child's
             # end alone; the parent, never claimed, is the sweeper's to hint.
             self._taken.pop(deferred.parent.id, None)
@@ -551,15 +547,24 @@ class OrmRunStore(DispatchingStore):
         sql.release(run.id, self.owner)
 
     def _seen(self, run: RunView, cancelled: bool | None) -> None:
-        """Take a fenced write's answer: the lease is lost (None), or the cancel flag."""
+        """Take a fenced write's answer: the lease is lost (None), or the cancel flag (for
+        the view handed back: `_as_read`)."""
         if cancelled is None:
             raise LeaseLost(f"run {run.id} is held by another worker")
-        run.cancel_requested = run.cancel_requested or cancelled
-        run.cancel_fresh = True
+        self._read_back[run.id] = run.cancel_requested or cancelled
+
+    def _as_read(self, run: RunView) -> RunView:
+        """The view to hand back after a commit: with the cancel flag its write read back."""
+        cancelled = self._read_back.pop(run.id, None)
+        if cancelled is None:
+            return run
+        return run.changed(cancel_requested=cancelled, cancel_fresh=True)
 
     # -- progress -----------------------------------------------------------------------------
 
-    def _write_run(self, run: RunView, **extra: Any) -> None:
+    def _write_run(self, run: RunView, **extra: Any) -> RunView:
+        """Write the run's row from its view, fenced on the lease; the view as written
+        (started, once it is)."""
         now = self.clock.now()
         fields = {
             "status": run.status,
@@ -574,7 +579,7 @@ class OrmRunStore(DispatchingStore):
         # The JSON columns only when the engine gave them a new value since the last write
         # that committed (it replaces them, never changes them in place): a plan sent again
         # with every step is parsed again by the database for nothing.
-        kept = _kept_json(run)
+        kept = run.row_json
         changed = {
             name: value
             for name, value in (
@@ -588,9 +593,10 @@ class OrmRunStore(DispatchingStore):
             {name: self.pii.sealed(run.definition, value) for name, value in changed.items()},
             **extra,
         )
+        view = run
         if run.status != RunStatus.PENDING and not run.started:
             fields["started_at"] = run.began_at or now
-            run.started, run.began_at = True, run.began_at or now
+            view = run.changed(started=True, began_at=run.began_at or now)
         claiming, claim = self._claiming, None
         if claiming is not None and claiming.parent.id == run.id:
             self._claiming, claim = None, claiming.terms()  # one statement: claim and write
@@ -601,13 +607,17 @@ class OrmRunStore(DispatchingStore):
             # status, which the status index keeps) costs no update. Its flag is its
             # parent's, which the parent's write in this transaction reads back.
             self._insert_unwritten(fields)
-            self._settle(lambda: self._seen(run, unwritten.parent.cancel_requested))
+            parent = unwritten.parent  # its write in this transaction read its flag back first
+            self._settle(
+                lambda: self._seen(run, self._read_back.get(parent.id, parent.cancel_requested))
+            )
         else:
             # Fenced: only the lease holder writes; a worker that lost the lease stops here.
             written = sql.update_run(run.id, self.owner, fields, claim=claim)
             self._settle(lambda: self._seen(run, written.value()))
         if changed:
             sql.on_commit(lambda: kept.update(changed))
+        return view
 
     def _insert_unwritten(self, fields: dict[str, Any] | None = None) -> None:
         """The row of the child a held start creates, with `fields` of the child's own first
@@ -760,41 +770,44 @@ class OrmRunStore(DispatchingStore):
     # -- the port: commits, records, reads ----------------------------------------------------
 
     def commit(self, run: RunView, transition: ports.Transition) -> ports.Committed:
+        self._read_back.clear()
         t = transition
         if isinstance(t, ports.Save):
-            self._save(run, t)
+            done = ports.Committed(self._save(run, t))
         elif isinstance(t, ports.Schedule):
-            self._schedule(run, t)
+            done = ports.Committed(self._schedule(run, t))
         elif isinstance(t, ports.Spawn):
-            ids = self._spawn(run, t)
+            run, ids = self._spawn(run, t)
             taken = ids[0] if ids and self._holds(ids[0]) else None
-            return ports.Committed(child_ids=tuple(ids), taken=taken)
+            done = ports.Committed(run, child_ids=tuple(ids), taken=taken)
         elif isinstance(t, ports.Finish):
             stopped = self._cancel_descendants(run) if t.stop_descendants else []
-            woken = self._end(run, t)
+            run, woken = self._end(run, t)
             taken = woken if woken is not None and self._holds(woken) else None
-            return ports.Committed(woken=woken, stopped=tuple(stopped), taken=taken)
+            done = ports.Committed(run, woken=woken, stopped=tuple(stopped), taken=taken)
         else:
-            self._request_approval(run, t)
-        return ports.Committed()
+            done = ports.Committed(self._request_approval(run, t))
+        read = self._as_read(done.run)
+        return done if read is done.run else replace(done, run=read)
 
-    def _save(self, run: RunView, save: ports.Save) -> None:
-        steps, items = take_pending(run, save.steps, save.events.items)
+    def _save(self, run: RunView, save: ports.Save) -> RunView:
+        run, steps, items = take_pending(run, save.steps, save.events.items)
         with self._transaction(run, items=items, steps=steps):
-            self._write_run(run)
+            run = self._write_run(run)
+        return run
 
-    def _schedule(self, run: RunView, schedule: ports.Schedule) -> None:
-        steps, items = take_pending(run, schedule.steps, schedule.events.items)
+    def _schedule(self, run: RunView, schedule: ports.Schedule) -> RunView:
+        run, steps, items = take_pending(run, schedule.steps, schedule.events.items)
         with self._transaction(run, items=items, steps=steps):
-            self._write_run(
+            run = self._write_run(
                 run,
                 wake_at=self.clock.now() + timedelta(seconds=schedule.delay_s),
                 lease_owner="",
                 lease_expires_at=None,
             )
-            run.released = True
+        return run.changed(released=True)
 
-    def _spawn(self, run: RunView, spawn: ports.Spawn) -> list[str]:
+    def _spawn(self, run: RunView, spawn: ports.Spawn) -> tuple[RunView, list[str]]:
         children, steps, events, adopt = spawn.children, spawn.steps, spawn.events, spawn.adopt
         self._resolve_many(run.workspace_id, [request.entity_ref for request in children])
         group = f"{children[0].step_key}#{run.iteration}#{run.attempt}/{len(children)}"
@@ -818,11 +831,12 @@ class OrmRunStore(DispatchingStore):
             reserve = self._child_rows(
                 run, children, found, definitions, lifetimes, group, now, rows, events
             )
-            steps, items = take_pending(run, steps, events.items)
-            self._write_spawn(run, rows, reserve, steps, items, adopt=adopt)
+            taken, steps, items = take_pending(run, steps, events.items)
+            written = self._write_spawn(taken, rows, reserve, steps, items, adopt=adopt)
+        written = self._as_read(written)  # as the spawn's write read its flag back
         if adopt:
-            self._take_child(run, rows[0], found[0][0], definitions[0], group, now)
-        return [str(row["id"]) for row in rows]
+            self._take_child(written, rows[0], found[0][0], definitions[0], group, now)
+        return written, [str(row["id"]) for row in rows]
 
     def _hold_spawn(
         self,
@@ -834,7 +848,7 @@ class OrmRunStore(DispatchingStore):
         definitions: list[dict],
         group: str,
         now: Any,
-    ) -> list[str]:
+    ) -> tuple[RunView, list[str]]:
         """Start an only child by holding the parent's write back to go with the child's
         first write, which this worker goes on to make: one transaction instead of two.
         Nothing outside the database happens in between but the child's model call (a tool
@@ -844,17 +858,18 @@ class OrmRunStore(DispatchingStore):
         until the write is in."""
         rows: list[dict[str, Any]] = []
         self._child_rows(run, children, found, definitions, [None], group, now, rows, events)
-        steps, items = take_pending(run, steps, events.items)
-        run.released = True  # by the held write
+        run, steps, items = take_pending(run, steps, events.items)
+        run = run.changed(released=True)  # by the held write
+        parent = run
 
         def write() -> None:  # its events and step records go with the transaction's own
-            self._write_spawn(run, rows, _ZERO, [], [], adopt=True, held=True)
+            self._write_spawn(parent, rows, _ZERO, [], [], adopt=True, held=True)
 
         child = self._take_child(run, rows[0], found[0][0], definitions[0], group, now)
         self._held_spawn = _HeldSpawn(
             parent=run, child=child, write=write, items=items, steps=steps
         )
-        return [child.id]
+        return run, [child.id]
 
     def _child_rows(
         self,
@@ -923,9 +938,9 @@ class OrmRunStore(DispatchingStore):
         *,
         adopt: bool,
         held: bool = False,
-    ) -> None:
-        """The statements of a spawn, inside its transaction. A held start's only child's
-        row is left for the child's first write (`_unwritten`)."""
+    ) -> RunView:
+        """The statements of a spawn, inside its transaction (the run as written). A held
+        start's only child's row is left for the child's first write (`_unwritten`)."""
         # The trace's sequence row, then the runs' rows: one lock order (an entity's row,
         # for its lifetime budget, comes before both).
         append_events(run.trace_id, run.id, self._kept_items(run, items))
@@ -937,8 +952,7 @@ class OrmRunStore(DispatchingStore):
         # row: a cancel that came first reaches the new children, which take the flag from
         # the row as they go in; one that comes later finds them (run_cancel locks this row
         # too).
-        self._write_run(run, lease_owner="", lease_expires_at=None)
-        run.released = True
+        written = self._write_run(run, lease_owner="", lease_expires_at=None)
         flag = sql.Computed(_PARENTS_CANCEL_FLAG, (sql.run_id_param(run.id),))
         leased = {}
         if adopt:  # the first child is created leased to this worker, which goes on with it
@@ -955,6 +969,7 @@ class OrmRunStore(DispatchingStore):
         else:
             sql.insert(Run, new)
         self._write_steps(run, steps)
+        return written.changed(released=True)
 
     def _take_child(
         self,
@@ -995,12 +1010,12 @@ class OrmRunStore(DispatchingStore):
             deadline=run.deadline,
             budget_anchor=first["budget_anchor"],
             limited=first["limited"],
+            row_json={"state": first["state"], "dynamic_plan": None, "output_data": None},
         )
-        _kept_json(child).update(state=child.state, dynamic_plan=None, output_data=None)
         if group.endswith("/1") and not (run.cancel_requested or run.limited or run.budget_anchor):
-            # As written: the child's end may go with this run's next write.
-            left = self._waiting[run.id] = replace(run)
-            left.__dict__["_kept_json"] = _kept_json(run)  # shared: a held write updates it
+            # As written: the child's end may go with this run's next write. (It shares the
+            # run's `row_json`: a held write updates it.)
+            self._waiting[run.id] = run
         return child
 
     def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
@@ -1031,13 +1046,11 @@ class OrmRunStore(DispatchingStore):
             for row, (entity_name,) in rows
         ]
 
-    def _end(self, run: RunView, finish: ports.Finish) -> str | None:
-        now, adopt = self.clock.now(), finish.adopt
-        claimed: sql.Later | None = None
-        steps, items = take_pending(run, finish.steps, finish.events.items)
+    def _end(self, run: RunView, finish: ports.Finish) -> tuple[RunView, str | None]:
+        run, steps, items = take_pending(run, finish.steps, finish.events.items)
         parent = self._waiting.pop(run.parent_id, None) if run.parent_id else None
         if (
-            adopt
+            finish.adopt
             and parent is not None
             and self._deferred is None
             and self._held_spawn is None  # its own start first: this end goes in with it
@@ -1045,10 +1058,23 @@ class OrmRunStore(DispatchingStore):
             and not run.limited
             and run.budget_anchor is None
         ):
-            return self._defer_end(run, parent, steps, items, now)
+            return run, self._defer_end(run, parent, steps, items, self.clock.now())
+        return self._write_end(run, finish, steps, items)
+
+    def _write_end(
+        self,
+        run: RunView,
+        finish: ports.Finish,
+        steps: list[StepRecord],
+        items: list[tuple[str, dict]],
+    ) -> tuple[RunView, str | None]:
+        """A run's end in a transaction of its own, with its parent's wake (and lease, with
+        `adopt`): the run as written, and the parent it woke."""
+        now, adopt = self.clock.now(), finish.adopt
+        claimed: sql.Later | None = None
         # A root run's end uses the ORM (memory, webhooks): careful.
         with self._transaction(run, careful=run.parent_id is None, items=items, steps=steps):
-            self._write_run(
+            written = self._write_run(
                 run,
                 completed_at=now,
                 execution_time_ms=int((now - run.began_at).total_seconds() * 1000),
@@ -1063,7 +1089,7 @@ class OrmRunStore(DispatchingStore):
                 url = self._webhooks.pop(run.id, None)  # this process is done with the run
                 if url:
                     webhook_schedule(run_id=run.id, url=url, status=run.status)
-                return None
+                return written, None
             only_child = run.spawn_group.endswith("/1")
             # An only child has no sibling to race: it wakes the parent, whose claim finds
             # nothing to do if it is not waiting any more. Else lock the parent so siblings
@@ -1072,9 +1098,9 @@ class OrmRunStore(DispatchingStore):
             # the answers so far.)
             if not only_child:
                 if sql.lock_status(run.parent_id) != RunStatus.WAITING:
-                    return None
+                    return written, None
                 if sql.group_unfinished(run.parent_id, run.spawn_group, TERMINAL):
-                    return None
+                    return written, None
             if adopt:  # this worker goes on with the parent: its lease, in the same commit
                 claimed = self._claim(run.parent_id)
         row = claimed.value() if claimed is not None else None
@@ -1082,7 +1108,7 @@ class OrmRunStore(DispatchingStore):
             self._taken[run.parent_id] = self._view(row)
             if only_child:  # the parent's join needs no query for what is known here
                 self._outcomes[(run.parent_id, run.parent_step_key)] = self._outcome(run)
-        return run.parent_id
+        return written, run.parent_id
 
     def _defer_end(
         self,
@@ -1108,16 +1134,15 @@ class OrmRunStore(DispatchingStore):
             )
 
         self._deferred = _Deferred(child=run, parent=parent, write=write, items=items, steps=steps)
-        view = replace(
-            parent,
+        self._taken[parent.id] = parent.changed(
             released=False,
             pending_steps=[],
             pending_events=Events(),
             resumed=False,
             cancel_fresh=True,
+            memory=None,  # read again, as by a claim
+            row_json=dict(parent.row_json),
         )
-        _kept_json(view).update(_kept_json(parent))
-        self._taken[parent.id] = view
         self._outcomes[(parent.id, run.parent_step_key)] = self._outcome(run)
         return parent.id
 
@@ -1150,7 +1175,7 @@ class OrmRunStore(DispatchingStore):
             decided_by=row.decided_by,
         )
 
-    def _request_approval(self, run: RunView, pause: ports.Pause) -> None:
+    def _request_approval(self, run: RunView, pause: ports.Pause) -> RunView:
         ask, steps, events = pause.ask, pause.steps, pause.events
         self._flush(run)  # a held-back child's end first
         now = self.clock.now()
@@ -1174,14 +1199,13 @@ class OrmRunStore(DispatchingStore):
         event = hitl.approval_event(ask, priced.level, summary)
         with transaction.atomic():
             event[1]["approval_id"] = self.approvals.request(request)
-            if required:
-                steps, items = take_pending(run, steps, [*events.items, event])
-                append_events(run.trace_id, run.id, self._kept_items(run, items))
-                self._write_run(run, lease_owner="", lease_expires_at=None)
-                run.released = True
-                self._write_steps(run, steps)
-            else:
-                run.pending_events.add(*event[:1], **event[1])
+            if not required:
+                return run.noted(event[0], **event[1])
+            run, steps, items = take_pending(run, steps, [*events.items, event])
+            append_events(run.trace_id, run.id, self._kept_items(run, items))
+            written = self._write_run(run, lease_owner="", lease_expires_at=None)
+            self._write_steps(run, steps)
+        return written.changed(released=True)
 
     def _awaiting_person(self, run: RunView) -> bool:
         self._flush(run)  # a held-back child's end first
@@ -1219,19 +1243,21 @@ class OrmRunStore(DispatchingStore):
             tool_arguments=meta.get("tool_arguments"),
         )
 
-    def _record_model_call(self, run: RunView, call: ports.ModelCall) -> None:
+    def _record_model_call(self, run: RunView, call: ports.ModelCall) -> RunView:
         step, call_key, request, reply = call.step, call.key, call.request, call.reply
         reserved = call.reserved
         prompt = "\n\n".join(f"[{m['role']}] {m.get('content') or ''}" for m in request.messages)
         tokens = reply.prompt_tokens + reply.completion_tokens
-        steps, items = take_pending(run, [], [payloads.llm_call(step, reply)])
+        self._read_back.clear()
+        run, steps, items = take_pending(run, [], [payloads.llm_call(step, reply)])
         try:
-            self._record_call(
+            run = self._record_call(
                 run, step, call_key, request, reply, prompt, tokens, steps, items, reserved
             )
         except IntegrityError:
             # The same call was recorded by a worker that took the run over: this one is late.
             raise LeaseLost(f"run {run.id}: another worker recorded {call_key}") from None
+        return self._as_read(run)
 
     def _record_call(
         self,
@@ -1245,11 +1271,11 @@ class OrmRunStore(DispatchingStore):
         steps: list[StepRecord],
         items: list[tuple[str, dict]],
         reserved: Decimal | None,
-    ) -> None:
+    ) -> RunView:
         cost = to_micros(reply.cost_usd)  # as the cost columns keep it, everywhere alike
         with self._transaction(run, items=items, steps=steps):
             if steps or len(items) > 1:  # the engine buffered changes of the run too
-                self._write_run(run)
+                run = self._write_run(run)
             # The call's unique key stops a late worker here; the counters' write checks the
             # lease. One statement: the record goes in with the counters.
             record = sql.insert_statement(
@@ -1288,6 +1314,7 @@ class OrmRunStore(DispatchingStore):
             self._count(
                 run, cost=cost, tokens=tokens, llm_calls=1, reserved=reserved, record=record
             )
+        return run
 
     def _recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None:
         self._flags_seen = {}  # a call goes out: the flags may change while it is out
@@ -1299,14 +1326,15 @@ class OrmRunStore(DispatchingStore):
             return None
         return ToolResult(output=row.output_result, latency_ms=row.latency_ms, replayed=True)
 
-    def _record_tool_call(self, run: RunView, call: ports.ToolCall) -> None:
+    def _record_tool_call(self, run: RunView, call: ports.ToolCall) -> RunView:
         step, invocation, result, error = call.step, call.invocation, call.result, call.error
         reserved = call.reserved
         tool = invocation.tool
-        steps, items = take_pending(run, [], [payloads.tool_call(step, invocation, result)])
+        self._read_back.clear()
+        run, steps, items = take_pending(run, [], [payloads.tool_call(step, invocation, result)])
         with self._transaction(run, items=items, steps=steps):
             if steps or len(items) > 1:  # the engine buffered changes of the run too
-                self._write_run(run)
+                run = self._write_run(run)
             # Upserted: a replay after a crash may write the same key again. With the counters.
             record = sql.insert_statement(
                 ToolCall,
@@ -1337,6 +1365,7 @@ class OrmRunStore(DispatchingStore):
             )
             # After the trace's sequence row, as in _record_call; fenced on the lease.
             self._count(run, tool_calls=1, reserved=reserved, record=record)
+        return self._as_read(run)
 
     # -- memory and artifacts --------------------------------------------------------------
 

@@ -56,7 +56,7 @@ def ask_person(
     steps: list[StepRecord],
     events: Events,
     awaiting: dict[str, Any] | None = None,
-) -> hitl.ApprovalVerdict | NeedsApproval | None:
+) -> tuple[RunView, hitl.ApprovalVerdict | NeedsApproval | None]:
     """Ask a person, once per checkpoint: the decision when one was taken (the run is
     resuming); None when nobody needs to decide (a notification-only checkpoint); else
     NeedsApproval: the run is persisted PAUSED with `steps` and `events`. `awaiting` marks
@@ -65,22 +65,17 @@ def ask_person(
     verdict = engine.store.signals(run, approval=question.key).verdict
     if verdict is not None:
         if verdict.outcome:
-            return verdict
+            return run, verdict
         if verdict.status == "NOTIFIED":
-            return None
+            return run, None
     ask = approval_ask(run, checkpoint, question)
     if not checkpoint.approval_required:
-        engine.store.commit(run, Pause(ask))
-        return None
+        return engine._commit(run, Pause(ask)).run, None
     if awaiting is not None:
-        run.state = {
-            **run.state,
-            hitl.AWAITING_KEY: {**awaiting, "key": question.key, "trigger": checkpoint.trigger},
-        }
-    run.state = {**run.state, hitl.REPLAY_KEY: True}
-    run.status = "PAUSED"
-    engine.store.commit(run, Pause(ask, steps, events))
-    return NeedsApproval()
+        marked = {**awaiting, "key": question.key, "trigger": checkpoint.trigger}
+        run = run.with_state(**{hitl.AWAITING_KEY: marked})
+    run = run.with_state(**{hitl.REPLAY_KEY: True}).changed(status="PAUSED")
+    return engine._commit(run, Pause(ask, steps, events)).run, NeedsApproval()
 
 
 def approval_ask(run: RunView, checkpoint: hitl.Checkpoint, question: Question) -> hitl.ApprovalAsk:
@@ -135,14 +130,14 @@ def approval_ask(run: RunView, checkpoint: hitl.Checkpoint, question: Question) 
     )
 
 
-def lock(engine: Engine, run: RunView, verdict: hitl.ApprovalVerdict) -> None:
+def lock(engine: Engine, run: RunView, verdict: hitl.ApprovalVerdict) -> RunView:
     """A person locked a constraint: it binds the rest of the run and its new children."""
     if verdict.outcome != hitl.LOCK or not verdict.constraint:
-        return
+        return run
     locked = [*hitl.locked_rules(run.state), verdict.constraint]
-    run.state = {**run.state, hitl.LOCKED_KEY: locked}
-    run.definition = hitl.with_locked(run.definition, run.state)
-    run.pending_events.add(
+    run = run.with_state(**{hitl.LOCKED_KEY: locked})
+    run = run.changed(definition=hitl.with_locked(run.definition, run.state))
+    return run.noted(
         "constraint.locked", constraint=verdict.constraint["constraint"], by=verdict.decided_by
     )
 
@@ -154,10 +149,10 @@ def refused_by_person(
     what: str,
     events: Events,
     steps: list[StepRecord],
-) -> None:
+) -> RunView:
     """A rejection or an ABORT timeout ends the run (REJECTED, TIMEOUT)."""
     if verdict.outcome == hitl.ABORT:
-        endings.fail(
+        return endings.fail(
             engine,
             run,
             TIMEOUT,
@@ -166,23 +161,23 @@ def refused_by_person(
             events,
             steps,
         )
-        return
     by = f" by {verdict.decided_by}" if verdict.decided_by else ""
     feedback = f": {verdict.notes}" if verdict.notes else ""
-    endings.fail(engine, run, REJECTED, f"{what} was rejected{by}{feedback}", events, steps)
+    message = f"{what} was rejected{by}{feedback}"
+    return endings.fail(engine, run, REJECTED, message, events, steps)
 
 
 def before_execution(
     engine: Engine, run: RunView, carried: dict[str, Any], events: Events
-) -> bool | dict[str, Any]:
+) -> tuple[RunView, bool | dict[str, Any]]:
     """The BEFORE_EXECUTION checkpoint: True to go on, a dict (an edited input) to go on
     with, False when the run ended or waits on a person."""
     data = plans.logic_data(run.input, run.input, run.iteration)
     checkpoint = hitl.configured(run.definition, "BEFORE_EXECUTION", data)
     if checkpoint is None:
-        return True
+        return run, True
     name = run.definition["identity"]["name"]
-    verdict = ask_person(
+    run, verdict = ask_person(
         engine,
         run,
         checkpoint,
@@ -201,22 +196,19 @@ def before_execution(
         events=Events(),
     )
     if isinstance(verdict, NeedsApproval):
-        return False
+        return run, False
     if verdict is None:
-        return True
+        return run, True
     if verdict.outcome in (hitl.REJECT, hitl.ABORT):
-        refused_by_person(engine, run, verdict, f"starting {name}", events, [])
-        return False
-    lock(engine, run, verdict)
+        return refused_by_person(engine, run, verdict, f"starting {name}", events, []), False
+    run = lock(engine, run, verdict)
     if verdict.outcome == hitl.EDIT:
         problems = input_problems(run.definition, verdict.payload)
         if problems:
-            endings.fail(
-                engine, run, INVALID_INPUT, "the edited input: " + "; ".join(problems), events, []
-            )
-            return False
-        return dict(verdict.payload)
-    return True
+            message = "the edited input: " + "; ".join(problems)
+            return endings.fail(engine, run, INVALID_INPUT, message, events, []), False
+        return run, dict(verdict.payload)
+    return run, True
 
 
 def after_planning(
@@ -225,17 +217,17 @@ def after_planning(
     plan: list[dict[str, Any]],
     static: list[dict[str, Any]],
     events: Events,
-) -> list[dict[str, Any]] | None:
+) -> tuple[RunView, list[dict[str, Any]] | None]:
     """The AFTER_PLANNING checkpoint: the plan to run (as planned, or as a person edited
     it); None when the run ended or waits on a person."""
     checkpoint = hitl.configured(run.definition, "AFTER_PLANNING", engine._data(run))
     if checkpoint is None:
-        return plan
+        return run, plan
     name = run.definition["identity"]["name"]
     dynamic = run.definition["planning"]["dynamic_planning"].get("enabled")
     alternatives = plan_alternatives(plan, static) if dynamic else []
-    run.cursor = 0
-    verdict = ask_person(
+    run = run.changed(cursor=0)
+    run, verdict = ask_person(
         engine,
         run,
         checkpoint,
@@ -256,18 +248,17 @@ def after_planning(
         events=Events(),
     )
     if isinstance(verdict, NeedsApproval):
-        return None
+        return run, None
     if verdict is None:
-        return plan
+        return run, plan
     if verdict.outcome in (hitl.REJECT, hitl.ABORT):
-        refused_by_person(engine, run, verdict, f"the plan of {name}", events, [])
-        return None
-    lock(engine, run, verdict)
+        return refused_by_person(engine, run, verdict, f"the plan of {name}", events, []), None
+    run = lock(engine, run, verdict)
     if verdict.outcome == hitl.EDIT:
         edited = hitl.normalized_plan(verdict.payload)
         events.add("plan.edited", steps=[s["name"] for s in edited], by=verdict.decided_by)
-        return edited
-    return plan
+        return run, edited
+    return run, plan
 
 
 def plan_alternatives(
@@ -292,11 +283,11 @@ def plan_alternatives(
     ]
 
 
-def custom_checkpoints(engine: Engine, run: RunView, position: int) -> bool:
+def custom_checkpoints(engine: Engine, run: RunView, position: int) -> tuple[RunView, bool]:
     """CUSTOM_CONDITION checkpoints before a step: False when the run paused or ended."""
     customs = hitl.custom_checkpoints(run.definition)
     if not customs:
-        return True
+        return run, True
     step = run.planned()[position]
     data = engine._data(run)
     for index, config in customs:
@@ -309,7 +300,7 @@ def custom_checkpoints(engine: Engine, run: RunView, position: int) -> bool:
         )
         if checkpoint is None:  # its condition holds: never
             continue
-        verdict = ask_person(
+        run, verdict = ask_person(
             engine,
             run,
             checkpoint,
@@ -329,16 +320,16 @@ def custom_checkpoints(engine: Engine, run: RunView, position: int) -> bool:
             events=Events(),
         )
         if isinstance(verdict, NeedsApproval):
-            return False
+            return run, False
         if verdict is None:
             continue
         if verdict.outcome in (hitl.REJECT, hitl.ABORT):
-            refused_by_person(engine, run, verdict, f"step {step['name']!r}", Events(), [])
-            return False
-        lock(engine, run, verdict)
+            what = f"step {step['name']!r}"
+            return refused_by_person(engine, run, verdict, what, Events(), []), False
+        run = lock(engine, run, verdict)
         if verdict.outcome == hitl.EDIT:
-            run.state = {**run.state, **verdict.payload}
-    return True
+            run = run.with_state(**verdict.payload)
+    return run, True
 
 
 def tool_approval(
@@ -348,16 +339,16 @@ def tool_approval(
     tool: dict[str, Any],
     arguments: dict[str, Any],
     record: StepRecord,
-) -> dict[str, Any] | Failed | NeedsApproval:
+) -> tuple[RunView, dict[str, Any] | Failed | NeedsApproval]:
     """Before a tool call: the BEFORE_TOOL_CALL checkpoint, an action restriction that
     requires approval, an EXECUTE tool the run's starter has no grant for. One request
     covers them all. Answers the arguments to call with, Failed (REJECTED, TIMEOUT) when a
     person said no, or NeedsApproval."""
     checkpoint, reasons, risk = tool_checkpoint(engine, run, tool, arguments)
     if checkpoint is None:
-        return arguments
+        return run, arguments
     function = tool.get("function_schema") or {}
-    verdict = ask_person(
+    run, verdict = ask_person(
         engine,
         run,
         checkpoint,
@@ -386,18 +377,18 @@ def tool_approval(
         events=Events(),
     )
     if verdict is None or isinstance(verdict, NeedsApproval):
-        return arguments if verdict is None else verdict
+        return run, arguments if verdict is None else verdict
     if verdict.outcome == hitl.PROCEED and checkpoint.trigger != "BEFORE_TOOL_CALL":
         # A timeout never stands in for a person where a person is required.
         verdict = replace(verdict, outcome=hitl.ABORT)
     if verdict.outcome in (hitl.REJECT, hitl.ABORT):
-        return refused_call(verdict, tool)
-    lock(engine, run, verdict)
+        return run, refused_call(verdict, tool)
+    run = lock(engine, run, verdict)
     record.approved_by = verdict.decided_by or "timeout"  # type: ignore[attr-defined]
     if verdict.outcome == hitl.EDIT:
-        run.pending_events.add("tool.arguments_edited", step=step["name"], by=verdict.decided_by)
-        return dict(verdict.payload)
-    return arguments
+        run = run.noted("tool.arguments_edited", step=step["name"], by=verdict.decided_by)
+        return run, dict(verdict.payload)
+    return run, arguments
 
 
 def refused_call(verdict: hitl.ApprovalVerdict, tool: dict[str, Any]) -> Failed:
@@ -454,22 +445,22 @@ def on_failure_checkpoint(
     message: str,
     events: Events,
     steps: list[StepRecord],
-) -> NeedsApproval | None:
+) -> tuple[RunView, NeedsApproval | None]:
     """The ON_FAILURE checkpoint: NeedsApproval when the run now waits on a person (who
     may try the step again, give its output, or let it fail); None to fail as usual."""
     if code in (REJECTED, "CANCELLED", TIMEOUT):
-        return None  # a person already said no, or the run is over anyway
+        return run, None  # a person already said no, or the run is over anyway
     data = {**engine._data(run), "error": {"code": code, "message": message}}
     checkpoint = hitl.configured(run.definition, "ON_FAILURE", data)
     if checkpoint is None:
-        return None
+        return run, None
     schema = None
     if step["type"] == "THOUGHT":
         schema = run.definition["io_contract"]["output"]["schema"]
     elif step["type"] == plans.CHILD:
         child = engine.store.definitions(run, [step["target_entity"]]).get(step["target_entity"])
         schema = child["io_contract"]["output"]["schema"] if child else None
-    asked = ask_person(
+    run, asked = ask_person(
         engine,
         run,
         checkpoint,
@@ -489,48 +480,52 @@ def on_failure_checkpoint(
         awaiting={"position": position, "code": code, "message": message},
     )
     # Otherwise a notification only: the failure stands.
-    return asked if isinstance(asked, NeedsApproval) else None
+    return run, asked if isinstance(asked, NeedsApproval) else None
 
 
-def resume_decision(engine: Engine, run: RunView) -> bool:
+def resume_decision(engine: Engine, run: RunView) -> tuple[RunView, bool]:
     """Go on from a request the run waited on (after a failure, an ESCALATE exit, a
     review): False when the run paused again or ended."""
     awaiting = run.state[hitl.AWAITING_KEY]
     verdict = engine.store.signals(run, approval=awaiting["key"]).verdict
     if verdict is None or not verdict.outcome:
-        run.status = "PAUSED"
-        engine.store.commit(run, Save([], Events()))
-        return False
-    run.state = {k: v for k, v in run.state.items() if k != hitl.AWAITING_KEY}
-    run.status = "RUNNING"
+        return engine._commit(run.changed(status="PAUSED"), Save([], Events())).run, False
+    run = run.without_state(hitl.AWAITING_KEY).changed(status="RUNNING")
     trigger = awaiting["trigger"]
     events = Events()
-    lock(engine, run, verdict)
+    run = lock(engine, run, verdict)
     if trigger == "REVIEW_ESCALATE":
         return endings.after_review_decision(engine, run, verdict, events)
     position = awaiting["position"]
     step = run.planned()[position]
     if verdict.outcome in (hitl.REJECT, hitl.ABORT):
-        if trigger == "ON_FAILURE" and verdict.outcome == hitl.ABORT:
-            endings.fail(engine, run, awaiting["code"], awaiting["message"], events, [])
-            return False
-        replanned = rejected_replan(engine, run, verdict, step["name"], events)
-        if isinstance(replanned, OverBudget):
-            endings.limit_reached(engine, run, replanned.limit)
-            return False
-        if replanned:
-            return True
-        refused_by_person(engine, run, verdict, f"step {step['name']!r}", events, [])
-        return False
+        return rejected_step(engine, run, verdict, awaiting, events)
     if trigger == "ON_FAILURE":
         return after_failure_decision(engine, run, verdict, awaiting, events)
     # EXIT_ESCALATE: go on past the exit; an edit replaces the step's output first.
     if verdict.outcome == hitl.EDIT:
-        engine._new_state(run, step, verdict.payload, events)
-    run.cursor = position + 1
-    run.attempt = 1
-    engine.store.commit(run, Save([], events))
-    return True
+        run = engine._new_state(run, step, verdict.payload, events)
+    return engine._commit(run.at(position + 1), Save([], events)).run, True
+
+
+def rejected_step(
+    engine: Engine,
+    run: RunView,
+    verdict: hitl.ApprovalVerdict,
+    awaiting: dict[str, Any],
+    events: Events,
+) -> tuple[RunView, bool]:
+    """A person rejected (or nobody decided on) a step the run waited at: the failure
+    stands (ON_FAILURE, ABORT), the run re-plans (ALTERNATIVE_PATH), or it fails."""
+    step = run.planned()[awaiting["position"]]
+    if awaiting["trigger"] == "ON_FAILURE" and verdict.outcome == hitl.ABORT:
+        return endings.fail(engine, run, awaiting["code"], awaiting["message"], events, []), False
+    run, replanned = rejected_replan(engine, run, verdict, step["name"], events)
+    if isinstance(replanned, OverBudget):
+        return endings.limit_reached(engine, run, replanned.limit), False
+    if replanned:
+        return run, True
+    return refused_by_person(engine, run, verdict, f"step {step['name']!r}", events, []), False
 
 
 def after_failure_decision(
@@ -539,15 +534,14 @@ def after_failure_decision(
     verdict: hitl.ApprovalVerdict,
     awaiting: dict[str, Any],
     events: Events,
-) -> bool:
+) -> tuple[RunView, bool]:
     """A person decided on a failed step (ON_FAILURE): approve tries it again, edit gives
     its output, PROCEED (nobody decided) lets the failure stand. False when the run
     stopped."""
     position = awaiting["position"]
     step = run.planned()[position]
     if verdict.outcome == hitl.PROCEED:  # nobody decided: the failure stands
-        endings.fail(engine, run, awaiting["code"], awaiting["message"], events, [])
-        return False
+        return endings.fail(engine, run, awaiting["code"], awaiting["message"], events, []), False
     if verdict.outcome == hitl.EDIT:
         record = StepRecord(
             step["key"],
@@ -559,24 +553,22 @@ def after_failure_decision(
             attempt=run.attempt,
             output=verdict.payload,
         )
-        engine._new_state(run, step, verdict.payload, events)
+        run = engine._new_state(run, step, verdict.payload, events)
         events.add("step.finished", step=step["name"], status="COMPLETED", by="person")
-        engine._go_on(run, step, position, events, [record])
-        return run.status == "RUNNING"
-    run.attempt += 1  # approve: another attempt of the step
-    run.cursor = position
+        run = engine._go_on(run, step, position, events, [record])
+        return run, run.status == "RUNNING"
+    run = run.at(position, attempt=run.attempt + 1)  # approve: another attempt of the step
     events.add("step.retry", step=step["name"], attempt=run.attempt, by="person")
-    engine.store.commit(run, Save([], events))
-    return True
+    return engine._commit(run, Save([], events)).run, True
 
 
 def rejected_replan(
     engine: Engine, run: RunView, verdict: hitl.ApprovalVerdict, what: str, events: Events
-) -> bool | OverBudget:
+) -> tuple[RunView, bool | OverBudget]:
     """An entity that takes ALTERNATIVE_PATH (its review's on_failure, with dynamic
     planning) re-plans after a rejection, with the feedback; True when it did, OverBudget
     when there was no room for the planning call."""
     if verdict.outcome != hitl.REJECT or not start.takes_alternative_path(run):
-        return False
+        return run, False
     feedback = f"A person rejected {what}" + (f": {verdict.notes}" if verdict.notes else "")
     return start.replan(engine, run, feedback, events)

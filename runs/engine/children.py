@@ -36,7 +36,7 @@ def child_names(engine: Engine, run: RunView) -> dict[str, str]:
 
 def start_children(
     engine: Engine, run: RunView, group: list[int]
-) -> WaitingOnChildren | Failed | OverBudget | None:
+) -> tuple[RunView, WaitingOnChildren | Failed | OverBudget | None]:
     """Start the group's child runs and persist the run WAITING on them; None when every
     child was skipped by its condition (the run goes on); Failed when they cannot start
     (the run has ended); OverBudget when their budgets or their entities' lifetime costs
@@ -51,20 +51,18 @@ def start_children(
             f"more than max_recursion_depth {run.depth_limit} of the run's root",
         )
     if isinstance(requests, Failed):
-        endings.fail(engine, run, requests.code, requests.message, events, steps)
-        return requests
+        return endings.fail(engine, run, requests.code, requests.message, events, steps), requests
     if not requests:
-        run.cursor = group[-1] + 1
-        engine.store.commit(run, Save(steps, events))
-        return None
-    run.status = "WAITING"
-    run.waiting_on = [r.step_key for r in requests]  # type: ignore[attr-defined]
+        run = run.changed(cursor=group[-1] + 1)
+        return engine._commit(run, Save(steps, events)).run, None
     adopt = engine.handoff_s > 0
     try:
-        done = engine.store.commit(run, Spawn(requests, steps, events, adopt=adopt))
+        done = engine._commit(
+            run.changed(status="WAITING"), Spawn(requests, steps, events, adopt=adopt)
+        )
     except LimitReached as limit:  # the store's answer: no room for the children's budgets
-        return OverBudget(limit)
-    return WaitingOnChildren(done.child_ids, done.taken)
+        return run, OverBudget(limit)
+    return done.run, WaitingOnChildren(done.child_ids, done.taken)
 
 
 def child_requests(
@@ -116,13 +114,13 @@ def child_requests(
     return requests
 
 
-def join(engine: Engine, run: RunView) -> bool:
+def join(engine: Engine, run: RunView) -> tuple[RunView, bool]:
     """Collect the current group's children; False while one is unfinished."""
     group = plans.group_at(run.plan or [], run.cursor)
     keys = [run.planned()[i]["key"] for i in group]
     outcomes = engine.store.children(run, keys)
     if outcomes is None:
-        return False
+        return run, False
     events = Events()
     steps: list[StepRecord] = []
     failed: ChildOutcome | None = None
@@ -130,7 +128,7 @@ def join(engine: Engine, run: RunView) -> bool:
     for outcome in outcomes:
         step = run.planned()[position_of[outcome.step_key]]
         if outcome.status == "COMPLETED":
-            engine._new_state(run, step, outcome.output, events)
+            run = engine._new_state(run, step, outcome.output, events)
             steps.append(
                 StepRecord(
                     step["key"],
@@ -163,13 +161,12 @@ def join(engine: Engine, run: RunView) -> bool:
         message = f"{failed.entity_name} {failed.status.lower()}: {failed.error_message}"
         if failed.status == "FAILED":
             position = position_of[failed.step_key]
-            asked = checkpoints.on_failure_checkpoint(
+            run, asked = checkpoints.on_failure_checkpoint(
                 engine, run, run.planned()[position], position, code, message, events, steps
             )
             if asked is not None:
-                return False  # a person decides what becomes of the failure
-        endings.fail(engine, run, code, message, events, steps)
-        return False
-    run.status = "RUNNING"
-    engine._go_on(run, run.planned()[group[-1]], group[-1], events, steps)
-    return run.status == "RUNNING"
+                return run, False  # a person decides what becomes of the failure
+        return endings.fail(engine, run, code, message, events, steps), False
+    run = run.changed(status="RUNNING")
+    run = engine._go_on(run, run.planned()[group[-1]], group[-1], events, steps)
+    return run, run.status == "RUNNING"

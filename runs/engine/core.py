@@ -42,14 +42,17 @@ from runs.engine.ports import (
     REJECTED,
     Cipher,
     Clock,
+    Committed,
     LeaseLost,
     ModelClient,
+    Record,
     RunStore,
     Save,
     Schedule,
     Screening,
     SystemClock,
     ToolRunner,
+    Transition,
 )
 from runs.engine.state import (
     TERMINAL,
@@ -86,6 +89,9 @@ class Engine:
     # claim, for up to this many seconds per `advance`; then it hints the next one. 0: off.
     handoff_s: float = 0.0
     _handoff: str | None = field(default=None, init=False, repr=False)
+    # The newest view of the run being advanced that the store wrote, or the driver took
+    # from a step: what a bug's INTERNAL_ERROR ending and the release start from.
+    _latest: RunView | None = field(default=None, init=False, repr=False)
 
     def advance(self, run_id: str) -> None:
         """Do the run's next pieces of work until it waits, pauses or ends; with handoff,
@@ -114,19 +120,20 @@ class Engine:
     def _advance_one(self, run_id: str) -> None:
         """Claim the run and drive it; a lost lease stops without writing, and a bug ends
         the run INTERNAL_ERROR rather than leaving it RUNNING."""
-        run = self.store.claim(run_id)
-        if run is None:
+        claimed = self._latest = self.store.claim(run_id)
+        if claimed is None:
             return
         try:
             try:
-                self._drive(run)
-            except LimitReached as limit:  # a review's judge call (RecordingModel) had no room
-                endings.limit_reached(self, run, limit)
+                self._drive(claimed)
+            except LimitReached as limit:  # a call's limit raised as such (RecordingModel)
+                endings.limit_reached(self, self._latest or claimed, limit)
         except LeaseLost as lost:
             if lost.wake is not None:
                 self.enqueue(lost.wake)
             return  # the run is another worker's now; it carries on from what was recorded
         except Exception as exc:  # a bug must not leave the run RUNNING forever
+            run = self._latest or claimed
             if run.status not in TERMINAL:
                 with contextlib.suppress(LeaseLost):
                     endings.fail(
@@ -134,71 +141,94 @@ class Engine:
                     )
             raise
         finally:
-            self.store.release(run)
+            self.store.release(self._latest or claimed)
+            self._latest = None
 
-    def _drive(self, run: RunView) -> None:
+    def _drive(self, run: RunView) -> RunView:
         """The loop: resume from a decision, start, then one step (or group) after another
-        until the run waits, pauses, ends, or has taken `max_steps_per_advance` steps."""
+        until the run waits, pauses, ends, or has taken `max_steps_per_advance` steps.
+        Each step answers the run's next view, which the loop goes on from."""
         if run.status in TERMINAL:
-            return
+            return run
         if run.cancel_requested:
-            endings.cancel(self, run)
-            return
+            return endings.cancel(self, run)
+        run = self._resumed(run)
+        if run.state.get(hitl.AWAITING_KEY):
+            run, going_on = checkpoints.resume_decision(self, run)
+            if not going_on:
+                return run
+        if run.status == "PENDING":
+            run, going_on = start.start_run(self, run)
+            if not going_on:
+                return run
+        for _ in range(self.max_steps_per_advance):
+            self._latest = run
+            run, going_on = self._next(run)
+            if not going_on:
+                return run
+        run = self._commit(run.changed(status="RUNNING"), Save()).run
+        self.enqueue(run.id)  # a long plan yields the worker, then goes on
+        return run
+
+    def _resumed(self, run: RunView) -> RunView:
+        """The run as a claim after a person's decision goes on with it."""
         if run.state.get(hitl.REPLAY_KEY):
             # Resuming after a person's decision replays the step up to its checkpoint: its
             # model calls were recorded before the pause and are reused, not paid again.
-            run.resumed = True
-            run.state = {k: v for k, v in run.state.items() if k != hitl.REPLAY_KEY}
+            run = run.without_state(hitl.REPLAY_KEY).changed(resumed=True)
         if run.state.get(hitl.LOCKED_KEY):
-            run.definition = hitl.with_locked(run.definition, run.state)
-        if run.state.get(hitl.AWAITING_KEY) and not checkpoints.resume_decision(self, run):
-            return
-        if run.status == "PENDING" and not start.start_run(self, run):
-            return
-        for _ in range(self.max_steps_per_advance):
-            if run.status == "WAITING":
-                if endings.expired(self, run):
-                    endings.timeout(self, run)
-                    return
-                if not children.join(self, run):
-                    return
-                continue
-            group = plans.group_at(run.plan or [], run.cursor)
-            if not group:
-                if endings.complete(self, run):
-                    continue  # another pass of the plan
-                return
-            if self.store.signals(run, cancel=True).cancel_requested:
-                endings.cancel(self, run)  # the step in flight finished; no new one starts
-                return
-            if endings.expired(self, run):
-                endings.timeout(self, run)
-                return
-            if not checkpoints.custom_checkpoints(self, run, group[0]):
-                return
-            first = run.planned()[group[0]]
-            if first["type"] == plans.CHILD:
-                started = children.start_children(self, run, group)
-                if started is None:
-                    continue  # every child was skipped
-                if isinstance(started, WaitingOnChildren):
-                    self._hint_children(started)
-                elif isinstance(started, OverBudget):
-                    endings.limit_reached(self, run, started.limit)
-                return
-            if not self._run_step(run, group[0]):
-                return
-        run.status = "RUNNING"
-        self.store.commit(run, Save([], Events()))
-        self.enqueue(run.id)  # a long plan yields the worker, then goes on
+            run = run.changed(definition=hitl.with_locked(run.definition, run.state))
+        return run
 
-    @staticmethod
-    def _later(run: RunView, steps: list[StepRecord], events: Events) -> None:
+    def _next(self, run: RunView) -> tuple[RunView, bool]:
+        """One turn of the loop: join children, end a pass, or run the next step or group;
+        False when the run stops here (it ended, waits, or goes on in another `advance`)."""
+        if run.status == "WAITING":
+            if endings.expired(self, run):
+                return endings.timeout(self, run), False
+            return children.join(self, run)
+        group = plans.group_at(run.plan or [], run.cursor)
+        if not group:
+            return endings.complete(self, run)  # True: another pass of the plan
+        signals = self.store.signals(run, cancel=True)
+        run = signals.run
+        if signals.cancel_requested:
+            return endings.cancel(self, run), False  # the step in flight finished
+        if endings.expired(self, run):
+            return endings.timeout(self, run), False
+        run, going_on = checkpoints.custom_checkpoints(self, run, group[0])
+        if not going_on:
+            return run, False
+        if run.planned()[group[0]]["type"] != plans.CHILD:
+            return self._run_step(run, group[0])
+        run, started = children.start_children(self, run, group)
+        if started is None:
+            return run, True  # every child was skipped
+        if isinstance(started, WaitingOnChildren):
+            self._hint_children(started)
+        elif isinstance(started, OverBudget):
+            run = endings.limit_reached(self, run, started.limit)
+        return run, False
+
+    def _commit(self, run: RunView, transition: Transition) -> Committed:
+        """Commit a transition of the run; the store's answer carries the run as written."""
+        self._latest = run
+        done = self.store.commit(run, transition)
+        self._latest = done.run
+        return done
+
+    def _record(self, run: RunView, record: Record) -> RunView:
+        """Record a call (or a verdict, a memory item); the run as written."""
+        self._latest = run
+        self._latest = self.store.record(run, record)
+        return self._latest
+
+    def _later(self, run: RunView, steps: list[StepRecord], events: Events) -> RunView:
         """Buffer records for the store's next write of this run (each write takes them).
         Safe because every model and tool call is recorded at once, in its own commit: a
         replay after a crash reuses them instead of paying again."""
-        run.pending_steps.extend(steps)
-        run.pending_events.items.extend(events.items)
+        self._latest = run.buffered(steps, events.items)
+        return self._latest
 
     def _data(self, run: RunView) -> dict[str, Any]:
         return plans.logic_data(run.state, run.input, run.iteration)
@@ -210,11 +240,11 @@ class Engine:
         position: int,
         events: Events,
         steps: list[StepRecord],
-    ) -> None:
+    ) -> RunView:
         """After a step: follow its exit conditions, else the next step; persist."""
         target = plans.next_index(run.planned(), step, self._data(run))
         if target == "END":
-            run.cursor = len(run.planned())
+            run = run.at(len(run.planned()))
             events.add("step.exit", step=step["name"], to="END")
         elif target == "ESCALATE":
             events.add("step.exit", step=step["name"], to="ESCALATE")
@@ -225,7 +255,7 @@ class Engine:
                 if step["type"] == "THOUGHT"
                 else None
             )
-            checkpoints.ask_person(
+            run, _ = checkpoints.ask_person(
                 self,
                 run,
                 hitl.default_checkpoint(run.definition, "EXIT_ESCALATE", reason),
@@ -243,21 +273,19 @@ class Engine:
                 events=events,
                 awaiting={"position": position},
             )
-            return
+            return run
         elif isinstance(target, int):
-            run.cursor = target
+            run = run.at(target)
             events.add("step.exit", step=step["name"], to=run.planned()[target]["name"])
         else:
-            run.cursor = position + 1
-        run.attempt = 1
+            run = run.at(position + 1)
         upcoming = run.planned()[run.cursor] if run.cursor < len(run.planned()) else None
         if upcoming is None or upcoming["type"] == plans.CHILD:
             # The run ends or starts children next: that write carries this step.
-            self._later(run, steps, events)
-        else:
-            self.store.commit(run, Save(steps, events))
+            return self._later(run, steps, events)
+        return self._commit(run, Save(steps, events)).run
 
-    def _run_step(self, run: RunView, position: int) -> bool:
+    def _run_step(self, run: RunView, position: int) -> tuple[RunView, bool]:
         """Run the THOUGHT or TOOL_CALL step at `position` and act on its outcome: False
         when the run stops here (it ended, waits, or goes on in another `advance`)."""
         step = run.planned()[position]
@@ -275,15 +303,15 @@ class Engine:
         events.add("step.started", step=step["name"], type=step["type"])
         outcome: Completed | Failed | OverBudget | NeedsApproval
         if step["type"] == "TOOL_CALL":
-            outcome = tool_steps.tool_step(self, run, step, record)
+            run, outcome = tool_steps.tool_step(self, run, step, record)
         else:
-            outcome = thoughts.thought_step(self, run, step, record)
+            run, outcome = thoughts.thought_step(self, run, step, record)
         if isinstance(outcome, Completed):
             record.status, record.output = "COMPLETED", outcome.output
-            self._new_state(run, step, outcome.output, events)
+            run = self._new_state(run, step, outcome.output, events)
             events.add("step.finished", step=step["name"], status="COMPLETED")
-            self._go_on(run, step, position, events, [record])
-            return run.status == "RUNNING"
+            run = self._go_on(run, step, position, events, [record])
+            return run, run.status == "RUNNING"
         if isinstance(outcome, OverBudget):
             # No room for the step's next call: it waits with the run (BLOCKED), or fails.
             limit = outcome.limit
@@ -291,11 +319,10 @@ class Engine:
             record.error_code, record.error_message = limit.code, str(limit)
             if not limit.blocks:
                 events.add("step.finished", step=step["name"], status="FAILED", error=limit.code)
-            self._later(run, [record], events)
-            endings.limit_reached(self, run, limit)
-            return False
+            run = self._later(run, [record], events)
+            return endings.limit_reached(self, run, limit), False
         if isinstance(outcome, NeedsApproval):
-            return False  # the run waits on a person; the decision hands it back
+            return run, False  # the run waits on a person; the decision hands it back
         return self._step_failed(run, step, position, record, events, outcome)
 
     def _step_failed(
@@ -306,7 +333,7 @@ class Engine:
         record: StepRecord,
         events: Events,
         failure: Failed,
-    ) -> bool:
+    ) -> tuple[RunView, bool]:
         """A failed step: a rate limit's wait, the retry policy's next attempt, a re-plan
         after a person's rejection (ALTERNATIVE_PATH), the ON_FAILURE checkpoint, or the
         run fails."""
@@ -318,7 +345,7 @@ class Engine:
             delay = max(failure.retry_after_s, 0.05)
             record.status = "WAITING"
             events.add("step.rate_limited", step=step["name"], delay_s=round(delay, 3))
-            return self._schedule(run, RetryAt(delay), [record], events)
+            return self._schedule(run, RetryAt(delay), [record], events), False
         events.add(
             "step.finished",
             step=step["name"],
@@ -329,28 +356,27 @@ class Engine:
         policy = run.definition["logic_gate"]["retry_policy"]
         decision = retry.decide(failure.code, failure.retryable, record.attempt, policy)
         if isinstance(decision, retry.Retry):
-            run.attempt = decision.attempt
+            run = run.changed(attempt=decision.attempt)
             events.add(
                 "step.retry", step=step["name"], attempt=decision.attempt, delay_s=decision.delay_s
             )
-            return self._schedule(run, RetryAt(decision.delay_s), [record], events)
+            return self._schedule(run, RetryAt(decision.delay_s), [record], events), False
         message = f"step {step['name']!r}: {failure.message}"
         if record.attempt > 1:
             message += f" (after {record.attempt} attempts; {decision.reason})"
         if failure.code == REJECTED and start.takes_alternative_path(run):
-            self._later(run, [record], events)
+            run = self._later(run, [record], events)
             feedback = f"A person rejected step {step['name']!r}: {failure.message}"
-            replanned = start.replan(self, run, feedback, events)
+            run, replanned = start.replan(self, run, feedback, events)
             if isinstance(replanned, OverBudget):
-                endings.limit_reached(self, run, replanned.limit)
-                return False
-            return replanned
-        asked = checkpoints.on_failure_checkpoint(
+                return endings.limit_reached(self, run, replanned.limit), False
+            return run, replanned
+        run, asked = checkpoints.on_failure_checkpoint(
             self, run, step, position, failure.code, message, events, [record]
         )
         if asked is None:
-            endings.fail(self, run, failure.code, message, events, [record])
-        return False
+            run = endings.fail(self, run, failure.code, message, events, [record])
+        return run, False
 
     def _hint_children(self, waiting: WaitingOnChildren) -> None:
         """Have the children started advanced: with handoff, this worker goes on with the
@@ -361,17 +387,21 @@ class Engine:
             else:
                 self.enqueue(child_id)
 
-    def _schedule(self, run: RunView, at: RetryAt, steps: list[StepRecord], events: Events) -> bool:
-        """Persist the run to be advanced again `at.delay_s` from now; False (it stops)."""
-        self.store.commit(run, Schedule(at.delay_s, steps, events))
+    def _schedule(
+        self, run: RunView, at: RetryAt, steps: list[StepRecord], events: Events
+    ) -> RunView:
+        """Persist the run to be advanced again `at.delay_s` from now (it stops here)."""
+        run = self._commit(run, Schedule(at.delay_s, steps, events)).run
         self.enqueue_later(run.id, at.delay_s)
-        return False
+        return run
 
-    def _new_state(self, run: RunView, step: dict[str, Any], output: Any, events: Events) -> None:
+    def _new_state(
+        self, run: RunView, step: dict[str, Any], output: Any, events: Events
+    ) -> RunView:
         """A step's output lands in the state; an entity that audits COMPREHENSIVEly and logs
         state changes gets a `state.changed` event naming the keys that changed."""
         before = run.state
-        run.state = plans.apply_output(run.state, step["name"], output)
+        run = run.changed(state=plans.apply_output(run.state, step["name"], output))
         oversight = run.definition["governance"]["human_oversight"]
         logging = run.definition["observability"]["logging"]
         if oversight.get("audit_level") == "COMPREHENSIVE" and logging.get(
@@ -379,6 +409,7 @@ class Engine:
         ):
             changed = sorted(k for k, v in run.state.items() if k not in before or before[k] != v)
             events.add("state.changed", step=step["name"], keys=changed)
+        return run
 
 
 # What the rest of the product imports from here (runs/store.py, runs/services.py, tests,

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from runs.engine.core import Engine
 
 
-def complete(engine: Engine, run: RunView) -> bool:
+def complete(engine: Engine, run: RunView) -> tuple[RunView, bool]:
     """The end of a pass: output, transformations, validation, review, convergence.
     True when another pass starts."""
     events = Events()
@@ -54,41 +54,33 @@ def complete(engine: Engine, run: RunView) -> bool:
     output, problems = transforms.apply_transformations(
         output, definition["io_contract"]["output"]["transformations"]
     )
+    run = run.changed(output=output)
     if problems:
-        run.output = output
         message = "output transformations failed: " + "; ".join(problems)
-        fail(engine, run, VALIDATION_ERROR, message, events, [])
-        return False
+        return fail(engine, run, VALIDATION_ERROR, message, events, []), False
     problems = schema_problems(output_schema, output)
     validation = definition["governance"]["safety_rails"]["output_validation"]
     validation_schema = validation.get("schema")
     if validation.get("enabled") and validation_schema:
         problems += schema_problems(validation_schema, output)
     if problems:
-        run.output = output
-        fail(
-            engine,
-            run,
-            VALIDATION_ERROR,
-            "the output breaks its schema: " + "; ".join(problems),
-            events,
-            [],
-        )
-        return False
-    run.output = output
-    verdict = run_review(engine, run, output, events)
+        message = "the output breaks its schema: " + "; ".join(problems)
+        return fail(engine, run, VALIDATION_ERROR, message, events, []), False
+    run, verdict = run_review(engine, run, output, events)
     if verdict != "passed":
-        return verdict == "again"
+        return run, verdict == "again"
     return after_review(engine, run, output, events)
 
 
-def after_review(engine: Engine, run: RunView, output: dict[str, Any], events: Events) -> bool:
+def after_review(
+    engine: Engine, run: RunView, output: dict[str, Any], events: Events
+) -> tuple[RunView, bool]:
     """Convergence, memory, the end: True when another pass starts."""
     definition = run.definition
     loop_control = definition["planning"]["loop_control"]
     criteria = loop_control.get("convergence_criteria") or []
     history = run.state.get(HISTORY_KEY, [])
-    run.state = {**run.state, HISTORY_KEY: [*history, output]}
+    run = run.with_state(**{HISTORY_KEY: [*history, output]})
     if criteria and not loop.converged(criteria, run.state):
         if loop.next_iteration_allowed(
             run.iteration, loop_control.get("max_iterations"), engine.hard_cap
@@ -98,38 +90,41 @@ def after_review(engine: Engine, run: RunView, output: dict[str, Any], events: E
                 iteration=run.iteration + 1,
                 unmet=loop.unmet(criteria, run.state),
             )
-            next_pass(engine, run, events)
-            return True
+            return next_pass(engine, run, events), True
         events.add("loop.stopped", iteration=run.iteration, reason="iteration limit")
     remembered = memory.remembering(run, {"input": run.input, "output": output}, engine.clock.now())
     if remembered is not None:
-        engine.store.record(run, remembered)
-    finish(engine, run, "COMPLETED", "", "", events, [])
-    return False
+        run = engine._record(run, remembered)
+    return finish(engine, run, "COMPLETED", "", "", events, []), False
 
 
-def next_pass(engine: Engine, run: RunView, events: Events) -> None:
-    run.iteration += 1
-    run.cursor = 0
-    run.attempt = 1
-    engine.store.commit(run, Save([], events))
+def next_pass(engine: Engine, run: RunView, events: Events) -> RunView:
+    """Another pass of the plan, from its first step."""
+    run = run.changed(iteration=run.iteration + 1, cursor=0, attempt=1)
+    return engine._commit(run, Save([], events)).run
 
 
-def run_review(engine: Engine, run: RunView, output: dict[str, Any], events: Events) -> str:
+def run_review(
+    engine: Engine, run: RunView, output: dict[str, Any], events: Events
+) -> tuple[RunView, str]:
     """Run the review mechanism: "passed", "again" (another pass starts) or "stop" (the
     run failed, waits for a retry, or waits for a human)."""
     mechanism = run.definition["logic_gate"]["review_mechanism"]
     if not mechanism.get("enabled"):
-        return "passed"
+        return run, "passed"
     record = StepRecord("review", len(run.plan or []), "Review", "REVIEW", "RUNNING", run.iteration)
     record.attempt = run.attempt
     model = RecordingModel(engine, run, record)
-    result = review.review(
-        output,
-        mechanism,
-        model=model,
-        request_factory=lambda **kw: thoughts.model_request(engine, run, **kw),
-    )
+    try:
+        result = review.review(
+            output,
+            mechanism,
+            model=model,
+            request_factory=lambda **kw: thoughts.model_request(engine, run, **kw),
+        )
+    except LimitReached as limit:  # a judge's call had no room
+        return limit_reached(engine, model.run, limit), "stop"
+    run = model.run
     record.output = {
         "passed": result.passed,
         "detail": result.detail,
@@ -137,7 +132,7 @@ def run_review(engine: Engine, run: RunView, output: dict[str, Any], events: Eve
         "passed_criteria": list(result.passed_criteria),
     }
     for index, (criterion, judged) in enumerate(result.verdicts):
-        engine.store.record(
+        run = engine._record(
             run,
             JudgeVerdict(
                 f"review:{run.iteration}:{run.attempt}:{index}", {**judged, "criterion": criterion}
@@ -147,13 +142,11 @@ def run_review(engine: Engine, run: RunView, output: dict[str, Any], events: Eve
         record.status = "WAITING"
         record.error_message = result.detail
         events.add("review.escalated", detail=result.detail)
-        review_to_person(engine, run, output, result, record, events)
-        return "stop"
+        return review_to_person(engine, run, output, result, record, events), "stop"
     if result.passed:
         record.status = "COMPLETED"
         events.add("review.passed", criteria=list(result.passed_criteria))
-        engine._later(run, [record], Events())
-        return "passed"
+        return engine._later(run, [record], Events()), "passed"
     return review_failed(engine, run, result, record, events)
 
 
@@ -163,7 +156,7 @@ def review_failed(
     result: review.ReviewResult,
     record: StepRecord,
     events: Events,
-) -> str:
+) -> tuple[RunView, str]:
     """A failed review: a judge that failed goes by the retry policy; a failed output by
     the mechanism's on_failure (another pass, re-planned under ALTERNATIVE_PATH, or FAIL)."""
     mechanism = run.definition["logic_gate"]["review_mechanism"]
@@ -174,44 +167,43 @@ def review_failed(
         policy = run.definition["logic_gate"]["retry_policy"]
         decision = retry.decide(result.error_code, result.retryable, run.attempt, policy)
         if isinstance(decision, retry.Retry):
-            run.attempt = decision.attempt
-            engine._schedule(run, RetryAt(decision.delay_s), [record], events)
-            return "stop"
-        fail(engine, run, result.error_code, f"review: {result.detail}", events, [record])
-        return "stop"
+            run = run.changed(attempt=decision.attempt)
+            return engine._schedule(run, RetryAt(decision.delay_s), [record], events), "stop"
+        message = f"review: {result.detail}"
+        return fail(engine, run, result.error_code, message, events, [record]), "stop"
     on_failure = mechanism["on_failure"]
     retries = int(run.state.get(REVIEW_RETRIES_KEY, 0))
     limit = run.definition["logic_gate"]["retry_policy"]["max_retries"]
     if on_failure in ("RETRY", "ALTERNATIVE_PATH") and retries < limit:
-        run.state = {
-            **run.state,
-            REVIEW_RETRIES_KEY: retries + 1,
-            "review_feedback": result.detail,
-        }
-        engine._later(run, [record], events)
+        run = run.with_state(**{REVIEW_RETRIES_KEY: retries + 1, "review_feedback": result.detail})
+        run = engine._later(run, [record], events)
         if on_failure == "ALTERNATIVE_PATH":
-            names = children.child_names(engine, run)
-            static = plans.build_static_plan(run.definition, names)
-            plan = start.plan_pass(
-                engine,
-                run,
-                static,
-                names,
-                Events(),
-                feedback=f"The last attempt failed its review: {result.detail}",
-            )
-            if isinstance(plan, OverBudget):
-                limit_reached(engine, run, plan.limit)
-            if plan is None or isinstance(plan, OverBudget):
-                return "stop"
-            run.plan = plan
-        next_pass(engine, run, Events())
-        return "again"
+            return another_plan(engine, run, result)
+        return next_pass(engine, run, Events()), "again"
     message = f"the output failed its review: {result.detail}"
     if on_failure in ("RETRY", "ALTERNATIVE_PATH"):
         message += f" (after {retries} retries)"
-    fail(engine, run, VALIDATION_ERROR, message, events, [record])
-    return "stop"
+    return fail(engine, run, VALIDATION_ERROR, message, events, [record]), "stop"
+
+
+def another_plan(engine: Engine, run: RunView, result: review.ReviewResult) -> tuple[RunView, str]:
+    """A failed review under ALTERNATIVE_PATH: plan again with its feedback, then another
+    pass ("again"); "stop" when planning ended the run or had no room."""
+    names = children.child_names(engine, run)
+    static = plans.build_static_plan(run.definition, names)
+    run, plan = start.plan_pass(
+        engine,
+        run,
+        static,
+        names,
+        Events(),
+        feedback=f"The last attempt failed its review: {result.detail}",
+    )
+    if isinstance(plan, OverBudget):
+        return limit_reached(engine, run, plan.limit), "stop"
+    if plan is None:
+        return run, "stop"
+    return next_pass(engine, run.changed(plan=plan), Events()), "again"
 
 
 def review_to_person(
@@ -221,7 +213,7 @@ def review_to_person(
     result: review.ReviewResult,
     record: StepRecord,
     events: Events,
-) -> None:
+) -> RunView:
     """The review sends the output to a person: a failure under on_failure ESCALATE, or
     a judge that routed it to human review or was not confident enough."""
     judge = result.judge
@@ -236,7 +228,7 @@ def review_to_person(
     confidence: dict[str, int | None] = {"plan": None, "execution": None, "output": None}
     if judge is not None:
         confidence["output"] = round(float(judge["confidence"]) * 100)
-    checkpoints.ask_person(
+    run, _ = checkpoints.ask_person(
         engine,
         run,
         checkpoint,
@@ -257,41 +249,31 @@ def review_to_person(
         events=events,
         awaiting={},
     )
+    return run
 
 
 def after_review_decision(
     engine: Engine, run: RunView, verdict: hitl.ApprovalVerdict, events: Events
-) -> bool:
+) -> tuple[RunView, bool]:
     """A person decided on an output the review sent them: approve (or PROCEED) keeps
     it, edit replaces it, reject re-plans (ALTERNATIVE_PATH) or fails."""
     name = run.definition["identity"]["name"]
     if verdict.outcome in (hitl.REJECT, hitl.ABORT):
-        replanned = checkpoints.rejected_replan(
-            engine, run, verdict, f"the output of {name}", events
-        )
+        what = f"the output of {name}"
+        run, replanned = checkpoints.rejected_replan(engine, run, verdict, what, events)
         if isinstance(replanned, OverBudget):
-            limit_reached(engine, run, replanned.limit)
-            return False
+            return limit_reached(engine, run, replanned.limit), False
         if replanned:
-            return True
-        checkpoints.refused_by_person(engine, run, verdict, f"the output of {name}", events, [])
-        return False
+            return run, True
+        return checkpoints.refused_by_person(engine, run, verdict, what, events, []), False
     output = run.output or {}
     if verdict.outcome == hitl.EDIT:
         output = verdict.payload
         problems = schema_problems(run.definition["io_contract"]["output"]["schema"], output)
+        run = run.changed(output=output)
         if problems:
-            run.output = output
-            fail(
-                engine,
-                run,
-                VALIDATION_ERROR,
-                "the edited output: " + "; ".join(problems),
-                events,
-                [],
-            )
-            return False
-        run.output = output
+            message = "the edited output: " + "; ".join(problems)
+            return fail(engine, run, VALIDATION_ERROR, message, events, []), False
         events.add("output.edited", by=verdict.decided_by)
     events.add("review.passed", by=verdict.decided_by or "timeout")
     return after_review(engine, run, output, events)
@@ -305,13 +287,13 @@ def expired(engine: Engine, run: RunView) -> bool:
     return not engine.store.signals(run, person=True).awaiting_person
 
 
-def timeout(engine: Engine, run: RunView) -> None:
+def timeout(engine: Engine, run: RunView) -> RunView:
     """Past the deadline: the run ends TIMEOUT and its unfinished descendants stop."""
     timeout_ms = run.definition["governance"]["execution_limits"]["timeout_ms"]
     steps = unfinished_steps(
         engine, run, "FAILED", error_code=TIMEOUT, error_message="the run passed its deadline"
     )
-    finish(
+    return finish(
         engine,
         run,
         "FAILED",
@@ -323,23 +305,22 @@ def timeout(engine: Engine, run: RunView) -> None:
     )
 
 
-def limit_reached(engine: Engine, run: RunView, limit: LimitReached) -> None:
+def limit_reached(engine: Engine, run: RunView, limit: LimitReached) -> RunView:
     """A call limit or budget had no room for the next call: fail, or wait BLOCKED at the
     step (raising the limit and resuming re-runs it)."""
     if not limit.blocks:
         code = LIMIT_EXCEEDED if limit.code == BUDGET_EXHAUSTED else limit.code
-        fail(engine, run, code, str(limit), Events(), [])
-        return
-    run.status, run.error_code, run.error_message = "BLOCKED", limit.code, str(limit)
+        return fail(engine, run, code, str(limit), Events(), [])
+    run = run.ended("BLOCKED", limit.code, str(limit))
     events = Events()
     events.add("run.status", status="BLOCKED", reason="budget_exhausted", message=str(limit))
-    engine.store.commit(run, Save([], events))
+    return engine._commit(run, Save([], events)).run
 
 
 def fail(
     engine: Engine, run: RunView, code: str, message: str, events: Events, steps: list[StepRecord]
-) -> None:
-    finish(engine, run, "FAILED", code, message, events, steps)
+) -> RunView:
+    return finish(engine, run, "FAILED", code, message, events, steps)
 
 
 def finish(
@@ -352,29 +333,30 @@ def finish(
     steps: list[StepRecord],
     *,
     stop_descendants: bool = False,
-) -> None:
+) -> RunView:
     """End the run `status`; `stop_descendants`: its unfinished descendants stop too."""
-    run.status, run.error_code, run.error_message = status, code, message
+    run = run.ended(status, code, message)
     events.add("run.status", status=status, error_code=code, error_message=message)
     adopt = engine.handoff_s > 0
     forget = memory.ending_with(run)
-    done = engine.store.commit(
+    done = engine._commit(
         run, Finish(steps, events, adopt, stop_descendants=stop_descendants, forget=forget)
     )
     for child_id in done.stopped:
         engine.enqueue(child_id)
     if done.woken is None:
-        return
-    if done.taken == done.woken:
+        pass
+    elif done.taken == done.woken:
         engine._handoff = done.woken  # this worker goes on with the parent it woke
     else:
         engine.enqueue(done.woken)
+    return done.run
 
 
-def cancel(engine: Engine, run: RunView) -> None:
+def cancel(engine: Engine, run: RunView) -> RunView:
     """End the run CANCELLED; the steps it waits on (children, a person) end with it."""
     steps = unfinished_steps(engine, run, "CANCELLED")
-    finish(engine, run, "CANCELLED", "CANCELLED", "the run was cancelled", Events(), steps)
+    return finish(engine, run, "CANCELLED", "CANCELLED", "the run was cancelled", Events(), steps)
 
 
 def unfinished_steps(engine: Engine, run: RunView, status: str, **fields: Any) -> list[StepRecord]:

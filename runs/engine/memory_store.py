@@ -563,12 +563,13 @@ class InMemoryRunStore(DispatchingStore):
         row.lease_owner, row.lease_expires_at = self.owner, now + self._lease
         self._taken.add(row.id)
 
-    def _cancel_requested(self, run: RunView) -> bool:
-        """Whether someone asked the run to stop since it was loaded."""
+    def _cancel_requested(self, run: RunView) -> RunView:
+        """The run with whether someone asked it to stop since it was loaded."""
         if not run.cancel_requested:
             with self._world.lock:
-                run.cancel_requested = self._world.runs[run.id].cancel_requested
-        return run.cancel_requested
+                if self._world.runs[run.id].cancel_requested:
+                    return run.changed(cancel_requested=True)
+        return run
 
     def release(self, run: RunView) -> None:
         if run.status in TERMINAL or run.released:
@@ -582,45 +583,44 @@ class InMemoryRunStore(DispatchingStore):
 
     def commit(self, run: RunView, transition: Transition) -> Committed:
         if isinstance(transition, Save):
-            self._save(run, transition)
-        elif isinstance(transition, Schedule):
-            self._schedule(run, transition)
-        elif isinstance(transition, Spawn):
-            ids = self._spawn(run, transition)
+            return Committed(self._save(run, transition))
+        if isinstance(transition, Schedule):
+            return Committed(self._schedule(run, transition))
+        if isinstance(transition, Spawn):
+            run, ids = self._spawn(run, transition)
             taken = ids[0] if ids and ids[0] in self._taken else None
-            return Committed(child_ids=tuple(ids), taken=taken)
-        elif isinstance(transition, Finish):
+            return Committed(run, child_ids=tuple(ids), taken=taken)
+        if isinstance(transition, Finish):
             stopped = self._cancel_descendants(run) if transition.stop_descendants else []
-            woken = self._end(run, transition)
+            run, woken = self._end(run, transition)
             taken = woken if woken is not None and woken in self._taken else None
-            return Committed(woken=woken, stopped=tuple(stopped), taken=taken)
-        else:
-            self._request_approval(run, transition)
-        return Committed()
+            return Committed(run, woken=woken, stopped=tuple(stopped), taken=taken)
+        return Committed(self._request_approval(run, transition))
 
     # -- progress ---------------------------------------------------------------------------
 
-    def _save(self, run: RunView, save: Save) -> None:
-        steps, items = take_pending(run, save.steps, save.events.items)
+    def _save(self, run: RunView, save: Save) -> RunView:
+        run, steps, items = take_pending(run, save.steps, save.events.items)
         with self._world.lock:
-            self._write_run(run)
+            run = self._write_run(run)
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
+        return run
 
-    def _schedule(self, run: RunView, schedule: Schedule) -> None:
-        steps, items = take_pending(run, schedule.steps, schedule.events.items)
+    def _schedule(self, run: RunView, schedule: Schedule) -> RunView:
+        run, steps, items = take_pending(run, schedule.steps, schedule.events.items)
         with self._world.lock:
-            self._write_run(
+            run = self._write_run(
                 run,
                 wake_at=self.clock() + timedelta(seconds=schedule.delay_s),
                 lease_owner="",
                 lease_expires_at=None,
             )
-            run.released = True
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
+        return run.changed(released=True)
 
-    def _spawn(self, run: RunView, spawn: Spawn) -> list[str]:
+    def _spawn(self, run: RunView, spawn: Spawn) -> tuple[RunView, list[str]]:
         children, steps, events = spawn.children, spawn.steps, spawn.events
         with self._world.lock:
             now = self.clock()
@@ -643,17 +643,16 @@ class InMemoryRunStore(DispatchingStore):
                 if _room(anchor) < reserve:  # nothing is written, as in a rolled-back commit
                     raise no_room_for_children(self._limit_row(anchor), reserve)
                 anchor.reserved_usd += reserve
-            steps, items = take_pending(run, steps, events.items)
+            run, steps, items = take_pending(run, steps, events.items)
             for row in rows:
                 self._world.runs[row.id] = row
             if spawn.adopt:  # the first child is leased to this worker, which goes on with it
                 self._adopt(rows[0], now)
             # The run waits now: let go of the lease in the same write.
-            self._write_run(run, lease_owner="", lease_expires_at=None)
-            run.released = True
+            run = self._write_run(run, lease_owner="", lease_expires_at=None)
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
-            return [row.id for row in rows]
+            return run.changed(released=True), [row.id for row in rows]
 
     def _child_row(
         self,
@@ -720,18 +719,18 @@ class InMemoryRunStore(DispatchingStore):
                 for row in rows
             ]
 
-    def _end(self, run: RunView, finish: Finish) -> str | None:
+    def _end(self, run: RunView, finish: Finish) -> tuple[RunView, str | None]:
         with self._world.lock:  # one commit: the end, and the parent's lease with adopt
-            parent = self._finish(run, finish)
+            run, parent = self._finish(run, finish)
             if parent is not None and finish.adopt:
                 self._adopt(self._world.runs[parent], self.clock())
-        return parent
+        return run, parent
 
-    def _finish(self, run: RunView, finish: Finish) -> str | None:
-        steps, items = take_pending(run, finish.steps, finish.events.items)
+    def _finish(self, run: RunView, finish: Finish) -> tuple[RunView, str | None]:
+        run, steps, items = take_pending(run, finish.steps, finish.events.items)
         with self._world.lock:
             now = self.clock()
-            self._write_run(
+            run = self._write_run(
                 run,
                 completed_at=now,
                 execution_time_ms=int((now - run.began_at).total_seconds() * 1000),
@@ -754,20 +753,24 @@ class InMemoryRunStore(DispatchingStore):
             if finish.forget is not None:
                 gone = {m.id for m in self._memory_items(finish.forget)}
                 self._world.memory = [m for m in self._world.memory if m.id not in gone]
-            if run.parent_id is None:
-                return None
-            if run.spawn_group.endswith("/1"):
-                return run.parent_id  # an only child: the parent's claim sorts it out
-            parent = self._world.runs[run.parent_id]
-            if parent.status != "WAITING":
-                return None
-            unfinished = any(
-                r.parent_id == run.parent_id
-                and r.spawn_group == run.spawn_group
-                and r.status not in TERMINAL
-                for r in self._world.runs.values()
-            )
-            return None if unfinished else run.parent_id
+            return run, self._woken(run)
+
+    def _woken(self, run: RunView) -> str | None:
+        """The parent a child's end wakes: an only child's, or the last of its group's."""
+        if run.parent_id is None:
+            return None
+        if run.spawn_group.endswith("/1"):
+            return run.parent_id  # an only child: the parent's claim sorts it out
+        parent = self._world.runs[run.parent_id]
+        if parent.status != "WAITING":
+            return None
+        unfinished = any(
+            r.parent_id == run.parent_id
+            and r.spawn_group == run.spawn_group
+            and r.status not in TERMINAL
+            for r in self._world.runs.values()
+        )
+        return None if unfinished else run.parent_id
 
     # -- calls ------------------------------------------------------------------------------
 
@@ -778,17 +781,18 @@ class InMemoryRunStore(DispatchingStore):
             found = self._world.model_calls.get(call_key)
             return found.reply if found is not None else None
 
-    def _record_model_call(self, run: RunView, call: ModelCall) -> None:
+    def _record_model_call(self, run: RunView, call: ModelCall) -> RunView:
         step, call_key, request, reply = call.step, call.key, call.request, call.reply
         reserved = call.reserved
         tokens = reply.prompt_tokens + reply.completion_tokens
-        steps, items = take_pending(run, [], [])
+        taken, steps, items = take_pending(run, [], [])
         with self._world.lock:
             self._hold(run)
             if call_key in self._world.model_calls:  # nothing is written, as in one commit
                 raise LeaseLost(f"run {run.id}: another worker recorded {call_key}")
+            run = taken
             if steps or items:
-                self._write_run(run)
+                run = self._write_run(run)
                 self._write_steps(run, steps)
                 self._append_events(run.trace_id, run.id, items)
             else:
@@ -812,6 +816,7 @@ class InMemoryRunStore(DispatchingStore):
                 reserved=reserved,
             )
             self._append_events(run.trace_id, run.id, [payloads.llm_call(step, reply)])
+        return run
 
     def _recorded_tool_result(self, run: RunView, key: str) -> ToolResult | None:
         if not run.resumed:
@@ -824,14 +829,14 @@ class InMemoryRunStore(DispatchingStore):
                 output=_json(found.output), latency_ms=found.latency_ms, replayed=True
             )
 
-    def _record_tool_call(self, run: RunView, call: ToolCall) -> None:
+    def _record_tool_call(self, run: RunView, call: ToolCall) -> RunView:
         step, invocation, result, error = call.step, call.invocation, call.result, call.error
         reserved = call.reserved
         tool = invocation.tool
-        steps, items = take_pending(run, [], [])
+        run, steps, items = take_pending(run, [], [])
         with self._world.lock:
             if steps or items:
-                self._write_run(run)
+                run = self._write_run(run)
                 self._write_steps(run, steps)
                 self._append_events(run.trace_id, run.id, items)
             else:
@@ -862,6 +867,7 @@ class InMemoryRunStore(DispatchingStore):
             self._append_events(
                 run.trace_id, run.id, [payloads.tool_call(step, invocation, result)]
             )
+        return run
 
     # -- memory and artifacts ---------------------------------------------------------------
 
@@ -920,9 +926,9 @@ class InMemoryRunStore(DispatchingStore):
     def _lease(self) -> timedelta:
         return timedelta(seconds=self.lease_seconds)
 
-    def _write_run(self, run: RunView, **extra: Any) -> None:
-        """Write the run's working copy; only the lease holder may (a worker that lost the
-        lease stops here)."""
+    def _write_run(self, run: RunView, **extra: Any) -> RunView:
+        """Write the run's view; only the lease holder may (a worker that lost the lease
+        stops here). The view as written: started, once it is."""
         now = self.clock()
         row = self._hold(run)
         sealed, kept = self.pii.sealed, self.pii.kept
@@ -941,7 +947,8 @@ class InMemoryRunStore(DispatchingStore):
             setattr(row, name, value)
         if run.status != "PENDING" and not run.started:
             row.started_at = run.began_at or now
-            run.started, run.began_at = True, run.began_at or now
+            return run.changed(started=True, began_at=run.began_at or now)
+        return run
 
     def _touch(self, run: RunView) -> None:
         """Renew the lease, or learn that it is lost."""
@@ -1095,7 +1102,7 @@ class InMemoryRunStore(DispatchingStore):
                 decided_by=approval.decided_by,
             )
 
-    def _request_approval(self, run: RunView, pause: Pause) -> None:
+    def _request_approval(self, run: RunView, pause: Pause) -> RunView:
         ask, steps, events = pause.ask, pause.steps, pause.events
         with self._world.lock:
             priced = hitl.priced(ask, self._facts(run))
@@ -1115,13 +1122,12 @@ class InMemoryRunStore(DispatchingStore):
             summary = self.pii.kept(run.definition, ask.reasoning_summary)
             event = hitl.approval_event(ask, priced.level, summary)
             if not required:
-                run.pending_events.add(event[0], **event[1])
-                return
-            steps, items = take_pending(run, steps, [*events.items, event])
-            self._write_run(run, lease_owner="", lease_expires_at=None)
-            run.released = True
+                return run.noted(event[0], **event[1])
+            run, steps, items = take_pending(run, steps, [*events.items, event])
+            run = self._write_run(run, lease_owner="", lease_expires_at=None)
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
+            return run.changed(released=True)
 
     def _facts(self, run: RunView) -> hitl.RunFacts:
         """The run's counters, what completed runs of its entity (roots with a root, children

@@ -254,8 +254,9 @@ class LeaseLost(Exception):
 
 # -- what the driver hands the store --------------------------------------------------------
 #
-# A transition is one commit of a run: its row as the engine left it, the step records and
-# the events, and what kind of change it is. The store writes it; it decides nothing.
+# A transition is one commit of a run: the view the driver hands over (its row as the engine
+# would have it), the step records and the events, and what kind of change it is. The store
+# writes it, decides nothing, and answers the view as written (`Committed.run`).
 
 
 @dataclass(frozen=True)
@@ -317,10 +318,13 @@ Transition = Save | Schedule | Spawn | Finish | Pause
 
 @dataclass(frozen=True)
 class Committed:
-    """What a commit answers: the children a Spawn created, the parent a Finish woke (the
-    last unfinished child of its current step ended), the descendants asked to stop, and the
-    run this worker now holds the lease of from that commit (`adopt`), if any."""
+    """What a commit answers: the run as written (`run`: the records it buffered taken, the
+    lease let go or the cancel flag read back), the children a Spawn created, the parent a
+    Finish woke (the last unfinished child of its current step ended), the descendants asked
+    to stop, and the run this worker now holds the lease of from that commit (`adopt`), if
+    any."""
 
+    run: RunView
     child_ids: tuple[str, ...] = ()
     woken: str | None = None
     stopped: tuple[str, ...] = ()
@@ -408,8 +412,10 @@ Record = ModelCall | ToolCall | JudgeVerdict | Remembered
 @dataclass(frozen=True)
 class Signals:
     """What others did to the run since it was claimed, as asked: whether someone asked it
-    to stop, what became of an approval request, whether a person holds up its trace."""
+    to stop, what became of an approval request, whether a person holds up its trace.
+    `run`: the view with the cancel flag as read."""
 
+    run: RunView
     cancel_requested: bool = False
     verdict: hitl.ApprovalVerdict | None = None
     awaiting_person: bool = False
@@ -438,7 +444,8 @@ class RunStore(Protocol):
 
     def commit(self, run: RunView, transition: Transition) -> Committed:
         """Write the transition with the records the engine buffered, in one commit, fenced
-        on the lease (LeaseLost when another worker holds the run)."""
+        on the lease (LeaseLost when another worker holds the run); the run as written is
+        `Committed.run`."""
 
     def release(self, run: RunView) -> None:
         """The advance of a claimed run is over: give its lease back."""
@@ -461,9 +468,10 @@ class RunStore(Protocol):
     ) -> ModelReply | ToolResult | list[Any] | None:
         """A recorded model reply or tool result; or a memory scope's items (newest first)."""
 
-    def record(self, run: RunView, record: Record) -> None:
+    def record(self, run: RunView, record: Record) -> RunView:
         """Keep a model call, a tool call, a judge's verdict or a memory item, in its own
-        commit."""
+        commit; answers the run as written (a call's commit takes the records the engine
+        buffered)."""
 
     def reserve(
         self, run: RunView, *, llm_calls: int = 0, tool_calls: int = 0, estimate: Decimal

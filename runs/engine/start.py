@@ -25,44 +25,42 @@ if TYPE_CHECKING:
     from runs.engine.core import Engine
 
 
-def start_run(engine: Engine, run: RunView) -> bool:
+def start_run(engine: Engine, run: RunView) -> tuple[RunView, bool]:
+    """The run's first entry: validated, past BEFORE_EXECUTION, RUNNING with its plan;
+    False when it ended or waits on a person."""
     events = Events()
-    run.began_at = engine.clock.now()
+    began_at = engine.clock.now()
+    run = run.changed(began_at=began_at)
     refused = runtime_problem(run)
     if refused is not None:
-        endings.fail(engine, run, refused.code, refused.message, events, [])
-        return False
+        return endings.fail(engine, run, refused.code, refused.message, events, []), False
     timeout_ms = run.definition["governance"]["execution_limits"]["timeout_ms"]
-    own = run.began_at + timedelta(milliseconds=timeout_ms)
-    run.deadline = own if run.deadline is None else min(run.deadline, own)
+    own = began_at + timedelta(milliseconds=timeout_ms)
+    run = run.changed(deadline=own if run.deadline is None else min(run.deadline, own))
     carried = {k: run.state[k] for k in hitl.CARRIED_KEYS if k in (run.state or {})}
     start_state = dict(run.input)
-    verdict = checkpoints.before_execution(engine, run, carried, events)
+    run, verdict = checkpoints.before_execution(engine, run, carried, events)
     if verdict is False:
-        return False
+        return run, False
     if isinstance(verdict, dict):
         start_state = verdict  # a person edited the input
     carried = {k: run.state[k] for k in hitl.CARRIED_KEYS if k in (run.state or {})}
     names = children.child_names(engine, run)
     static = plans.build_static_plan(run.definition, names)
-    run.state = {**start_state, **carried}
-    run.status = "RUNNING"
-    run.cursor = 0
+    run = run.changed(state={**start_state, **carried}, status="RUNNING", cursor=0)
     events.add("run.status", status="RUNNING")
-    planned = plan_pass(engine, run, static, names, events, feedback="")
+    run, planned = plan_pass(engine, run, static, names, events, feedback="")
     if isinstance(planned, OverBudget):
-        endings.limit_reached(engine, run, planned.limit)
-        return False
+        return endings.limit_reached(engine, run, planned.limit), False
     if planned is None:
-        return False
-    plan = checkpoints.after_planning(engine, run, planned, static, events)
+        return run, False
+    run, plan = checkpoints.after_planning(engine, run, planned, static, events)
     if plan is None:
-        return False
-    run.plan = plan
-    events.add("plan.ready", steps=[s["name"] for s in run.plan])
+        return run, False
+    run = run.changed(plan=plan)
+    events.add("plan.ready", steps=[s["name"] for s in plan])
     # Written with the next write of this run: replaying a start is deterministic.
-    engine._later(run, [], events)
-    return True
+    return engine._later(run, [], events), True
 
 
 def runtime_problem(run: RunView) -> Failed | None:
@@ -97,12 +95,12 @@ def plan_pass(
     events: Events,
     *,
     feedback: str,
-) -> list[dict[str, Any]] | OverBudget | None:
+) -> tuple[RunView, list[dict[str, Any]] | OverBudget | None]:
     """The plan of this pass: the static plan, or the model's plan reconciled with it.
     A rejected dynamic plan or a failed planning call ends the run; None then. OverBudget:
     no room for the planning call (the caller ends the run or blocks it)."""
     if not run.definition["planning"]["dynamic_planning"].get("enabled"):
-        return static
+        return run, static
     record = StepRecord(
         f"plan#{run.attempt}" if feedback else "plan",
         0,
@@ -120,41 +118,40 @@ def plan_pass(
         context={"state": run.state} if feedback else None,
         feedback=feedback,
     )
-    reply = thoughts.call_model(engine, run, record, request)
+    run, reply = thoughts.call_model(engine, run, record, request)
     if isinstance(reply, OverBudget):
-        return reply
+        return run, reply
     if isinstance(reply, Failed):
         record.status, record.error_code = "FAILED", reply.code
         record.error_message = reply.message
-        endings.fail(engine, run, reply.code, f"planning: {reply.message}", events, [record])
-        return None
+        message = f"planning: {reply.message}"
+        return endings.fail(engine, run, reply.code, message, events, [record]), None
     proposed = planning.parse_dynamic_plan(reply, run.definition, names)
     if isinstance(proposed, planning.PlanRejected):
         record.status, record.error_code = "FAILED", VALIDATION_ERROR
         record.error_message = proposed.message
-        endings.fail(engine, run, VALIDATION_ERROR, proposed.message, events, [record])
-        return None
+        message = proposed.message
+        return endings.fail(engine, run, VALIDATION_ERROR, message, events, [record]), None
     plan, notes = planning.reconcile_for(run.definition, static, proposed)
     record.output = {"proposed": [s["name"] for s in proposed], "notes": notes}
     events.add("plan.reconciled", notes=notes, steps=[s["name"] for s in plan])
-    engine._later(run, [record], Events())
-    return plan
+    return engine._later(run, [record], Events()), plan
 
 
-def replan(engine: Engine, run: RunView, feedback: str, events: Events) -> bool | OverBudget:
+def replan(
+    engine: Engine, run: RunView, feedback: str, events: Events
+) -> tuple[RunView, bool | OverBudget]:
     """Plan again with the feedback and start a new pass; False when planning ended the
     run, OverBudget when there was no room for the planning call."""
     names = children.child_names(engine, run)
     static = plans.build_static_plan(run.definition, names)
-    run.attempt += 1
-    plan = plan_pass(engine, run, static, names, Events(), feedback=feedback)
+    run = run.changed(attempt=run.attempt + 1)
+    run, plan = plan_pass(engine, run, static, names, Events(), feedback=feedback)
     if plan is None or isinstance(plan, OverBudget):
-        return plan or False
-    run.plan = plan
-    run.state = {**run.state, "review_feedback": feedback}
+        return run, plan or False
+    run = run.changed(plan=plan).with_state(review_feedback=feedback)
     events.add("plan.replanned", reason=feedback)
-    endings.next_pass(engine, run, events)
-    return True
+    return endings.next_pass(engine, run, events), True
 
 
 def takes_alternative_path(run: RunView) -> bool:

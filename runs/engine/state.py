@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from runs.engine.definition import Definition
@@ -42,9 +42,15 @@ class Events:
         self.items.append((kind, payload))
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunView:
-    """The engine's working copy of a run; the store loads and saves it."""
+    """A run as the engine sees it, frozen: the store loads it, the engine's steps answer a
+    new view for every change (`changed`, or the named changes below), and the store hands
+    back the view as it wrote it. Its containers are never changed in place either: a
+    change builds a new dict or list (shallow; the values inside are shared).
+
+    Not slotted: a view is copied some thirty times a node, and copying its `__dict__`
+    (`changed`) costs a tenth of `dataclasses.replace` on a slotted one."""
 
     id: str
     trace_id: str
@@ -80,12 +86,61 @@ class RunView:
     deadline: Any = None  # timeout_ms from the start, or an ancestor's earlier deadline
     budget_anchor: str | None = None  # the nearest run (this one or above) with a budget
     limited: bool = False  # a call limit applies to this run or an ancestor
+    # The memory items the run's prompts read (oldest first), read once a claim; None: not yet.
+    memory: list[Any] | None = None
+    # The ORM store's note of the JSON values its last committed write left in the run's
+    # row, by identity, so an unchanged plan is not sent again. The one container that
+    # changes in place, on purpose: every view the engine derives from a loaded one shares
+    # it, and a write that commits after the view was handed on still updates it.
+    row_json: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def changed(self, **changes: Any) -> RunView:
+        """This view with `changes` to its fields: what `dataclasses.replace` answers,
+        without running `__init__` again (the engine's CPU per node is benchmarked)."""
+        unknown = changes.keys() - _FIELD_NAMES
+        if unknown:
+            raise TypeError(f"RunView has no field {', '.join(sorted(unknown))}")
+        view = object.__new__(RunView)
+        view.__dict__.update(self.__dict__, **changes)  # the new view's, before anyone sees it
+        return view
 
     def planned(self) -> list[dict[str, Any]]:
         """The run's plan, once it has one (the engine plans before it runs a step)."""
         if self.plan is None:
             raise ValueError(f"run {self.id} has no plan yet")
         return self.plan
+
+    def at(self, cursor: int, *, attempt: int = 1) -> RunView:
+        """The run moved to the step at `cursor` (its first attempt, unless said)."""
+        return self.changed(cursor=cursor, attempt=attempt)
+
+    def ended(self, status: str, code: str = "", message: str = "") -> RunView:
+        """The run with a status and its error (an end, or BLOCKED)."""
+        return self.changed(status=status, error_code=code, error_message=message)
+
+    def with_state(self, **changes: Any) -> RunView:
+        """The run's state with keys set (a new dict)."""
+        return self.changed(state={**self.state, **changes})
+
+    def without_state(self, key: str) -> RunView:
+        """The run's state without `key` (a new dict)."""
+        return self.changed(state={k: v for k, v in self.state.items() if k != key})
+
+    def buffered(self, steps: list[StepRecord], items: list[Event]) -> RunView:
+        """The run with records for the store's next write of it (each write takes them)."""
+        if not steps and not items:
+            return self
+        return self.changed(
+            pending_steps=[*self.pending_steps, *steps],
+            pending_events=Events([*self.pending_events.items, *items]),
+        )
+
+    def noted(self, kind: str, **payload: Any) -> RunView:
+        """The run with an event for the store's next write of it."""
+        return self.buffered([], [(kind, payload)])
+
+
+_FIELD_NAMES = frozenset(f.name for f in fields(RunView))
 
 
 @dataclass(frozen=True)
@@ -116,14 +171,15 @@ def child_step_key(step_key: str, iteration: int, attempt: int) -> str:
 
 def take_pending(
     run: RunView, steps: list[StepRecord], events: list[tuple[str, dict[str, Any]]]
-) -> tuple[list[StepRecord], list[tuple[str, dict[str, Any]]]]:
-    """The records the engine buffered for this write, then the new ones (a later record of
-    the same step and attempt replaces an earlier one in its place)."""
+) -> tuple[RunView, list[StepRecord], list[tuple[str, dict[str, Any]]]]:
+    """The view without the records the engine buffered for this write, then those records
+    and the new ones (a later record of the same step and attempt replaces an earlier one
+    in its place)."""
     merged_steps = {(s.key, s.iteration, s.attempt): s for s in [*run.pending_steps, *steps]}
     merged_events = [*run.pending_events.items, *events]
-    run.pending_steps.clear()
-    run.pending_events.items.clear()
-    return list(merged_steps.values()), merged_events
+    if run.pending_steps or run.pending_events.items:
+        run = run.changed(pending_steps=[], pending_events=Events())
+    return run, list(merged_steps.values()), merged_events
 
 
 # -- the payloads of the events the stores write for the engine (one shape, both stores) -----

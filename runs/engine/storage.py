@@ -49,15 +49,16 @@ class DispatchingStore(abc.ABC):
             return self._recorded_tool_result(run, key.key)
         return self._memory_read(key)
 
-    def record(self, run: RunView, record: Record) -> None:
+    def record(self, run: RunView, record: Record) -> RunView:
         if isinstance(record, ModelCall):
-            self._record_model_call(run, record)
-        elif isinstance(record, ToolCall):
-            self._record_tool_call(run, record)
-        elif isinstance(record, JudgeVerdict):
+            return self._record_model_call(run, record)
+        if isinstance(record, ToolCall):
+            return self._record_tool_call(run, record)
+        if isinstance(record, JudgeVerdict):
             self._record_judge(run, record.key, record.verdict)
         else:
             self._memory_write(run, record)
+        return run
 
     def signals(
         self,
@@ -67,8 +68,11 @@ class DispatchingStore(abc.ABC):
         approval: str | None = None,
         person: bool = False,
     ) -> Signals:
+        if cancel:
+            run = self._cancel_requested(run)
         return Signals(
-            cancel_requested=self._cancel_requested(run) if cancel else run.cancel_requested,
+            run=run,
+            cancel_requested=run.cancel_requested,
             verdict=self._approval_verdict(run, approval) if approval is not None else None,
             awaiting_person=self._awaiting_person(run) if person else False,
         )
@@ -86,12 +90,12 @@ class DispatchingStore(abc.ABC):
         """A memory scope's items, newest first."""
 
     @abc.abstractmethod
-    def _record_model_call(self, run: RunView, call: ModelCall) -> None:
-        """Keep a model call, in its own commit."""
+    def _record_model_call(self, run: RunView, call: ModelCall) -> RunView:
+        """Keep a model call, in its own commit; the run as written."""
 
     @abc.abstractmethod
-    def _record_tool_call(self, run: RunView, call: ToolCall) -> None:
-        """Keep a tool call, in its own commit."""
+    def _record_tool_call(self, run: RunView, call: ToolCall) -> RunView:
+        """Keep a tool call, in its own commit; the run as written."""
 
     @abc.abstractmethod
     def _record_judge(self, run: RunView, key: str, verdict: dict[str, Any]) -> None:
@@ -102,8 +106,8 @@ class DispatchingStore(abc.ABC):
         """Keep a memory item."""
 
     @abc.abstractmethod
-    def _cancel_requested(self, run: RunView) -> bool:
-        """Whether a cancel of the run was asked, read now."""
+    def _cancel_requested(self, run: RunView) -> RunView:
+        """The run with its cancel flag: whether a cancel of it was asked, read now."""
 
     @abc.abstractmethod
     def _approval_verdict(self, run: RunView, key: str) -> ApprovalVerdict | None:

@@ -49,30 +49,31 @@ def model_request(engine: Engine, run: RunView, **kwargs: Any) -> ModelRequest:
 
 def call_model(
     engine: Engine, run: RunView, record: StepRecord, request: ModelRequest, index: int = 0
-) -> ModelReply | Failed | OverBudget:
+) -> tuple[RunView, ModelReply | Failed | OverBudget]:
     """A step's model call: the reply, or why there is none (the model failed, or a limit
     has no room for the call)."""
     try:
         return recorded_call(engine, run, record, request, index)
     except ModelError as exc:  # the model port's failure becomes the step's
-        return Failed(exc.code, str(exc), retryable=exc.retryable)
+        return run, Failed(exc.code, str(exc), retryable=exc.retryable)
 
 
 def recorded_call(
     engine: Engine, run: RunView, record: StepRecord, request: ModelRequest, index: int
-) -> ModelReply | OverBudget:
+) -> tuple[RunView, ModelReply | OverBudget]:
     """A model call, recorded the moment it returns; a replay reuses the recording.
-    OverBudget when a call limit or the budget has no room for it (nothing is called)."""
+    OverBudget when a call limit or the budget has no room for it (nothing is called).
+    The run as the record's commit wrote it."""
     key = f"{run.id}:{record.key}:{record.iteration}:{record.attempt}:{index}"
     recorded = engine.store.recall(run, ReplyKey(key))
     if recorded is not None:
-        return revealed(engine, recorded)
+        return run, revealed(engine, recorded)
     reserved = None
     if run.limited or run.budget_anchor is not None:
         estimate = cost_estimate(engine, request) if run.budget_anchor is not None else NOTHING
         refusal = engine.store.reserve(run, llm_calls=1, estimate=estimate)
         if refusal is not None:
-            return OverBudget(refusal)
+            return run, OverBudget(refusal)
         reserved = estimate
     try:
         reply = engine.model.complete(request)
@@ -81,8 +82,8 @@ def recorded_call(
             engine.store.unreserve(run, reserved)
         raise
     kept_request, kept_reply = for_the_log(engine, run, request, reply)
-    engine.store.record(run, ModelCall(record, key, kept_request, kept_reply, reserved))
-    return reply
+    run = engine._record(run, ModelCall(record, key, kept_request, kept_reply, reserved))
+    return run, reply
 
 
 def pii_mode(engine: Engine, run: RunView) -> str:
@@ -143,9 +144,11 @@ def cost_estimate(engine: Engine, request: ModelRequest) -> Decimal:
     return estimate(request) if estimate is not None else NOTHING
 
 
-def prompt_messages(engine: Engine, run: RunView, instruction: str) -> tuple[dict[str, Any], ...]:
+def prompt_messages(
+    engine: Engine, run: RunView, instruction: str
+) -> tuple[RunView, tuple[dict[str, Any], ...]]:
     """The prompt of a THOUGHT or tool-arguments call under the entity's context
-    engineering, memory and iteration context."""
+    engineering, memory and iteration context; the run with the memory it read."""
     definition = run.definition
     model_name = definition["logic_gate"]["reasoning_config"]["model_name"]
     loop_control = definition["planning"]["loop_control"]
@@ -153,29 +156,31 @@ def prompt_messages(engine: Engine, run: RunView, instruction: str) -> tuple[dic
     iterations = (
         loop.iteration_context(history, loop_control["iteration_context_mode"]) if history else None
     )
-    if not hasattr(run, "_memory"):
+    remembered = run.memory
+    if remembered is None:
         query = memory.reading(run, engine.clock.now())
         items = engine.store.recall(run, query) if query is not None else []
-        run._memory = memory.oldest_first(items)  # type: ignore[attr-defined]
+        remembered = memory.oldest_first(items)
+        run = run.changed(memory=remembered)
     messages, dropped = compose(
         definition,
         instruction=instruction,
         run_input=run.input,
         state=run.state,
         plan=run.plan,
-        memory=run._memory,  # type: ignore[attr-defined]
+        memory=remembered,
         iterations=iterations,
         count_tokens=lambda text: engine.model.count_tokens(model_name, text),
         artifact_store=engine.store.artifacts(run),
     )
     if dropped:
-        run.pending_events.add("context.trimmed", dropped=dropped)
-    return messages
+        run = run.noted("context.trimmed", dropped=dropped)
+    return run, messages
 
 
 def thought_step(
     engine: Engine, run: RunView, step: dict[str, Any], record: StepRecord
-) -> Completed | Failed | OverBudget:
+) -> tuple[RunView, Completed | Failed | OverBudget]:
     """A THOUGHT step: one model call under the entity's prompt, its answer screened."""
     output_schema = run.definition["io_contract"]["output"]["schema"]
     data = engine._data(run)
@@ -186,34 +191,33 @@ def thought_step(
     )
     instruction = plans.render_template(template, data)
     schema = output_schema if output_schema.get("properties") else None
+    run, messages = prompt_messages(engine, run, instruction)
     request = model_request(
-        engine,
-        run,
-        messages=prompt_messages(engine, run, instruction),
-        response_schema=schema,
-        purpose="THOUGHT",
+        engine, run, messages=messages, response_schema=schema, purpose="THOUGHT"
     )
     record.input = {"prompt": instruction}
-    reply = call_model(engine, run, record, request)
+    run, reply = call_model(engine, run, record, request)
     if isinstance(reply, Failed | OverBudget):
-        return reply
+        return run, reply
     if schema is not None and not isinstance(reply.parsed, dict):
-        return Failed("LLM_ERROR", "the model did not answer the JSON asked for")
+        return run, Failed("LLM_ERROR", "the model did not answer the JSON asked for")
     output = reply.parsed if schema is not None else {"text": reply.content}
-    screened = screened_output(engine, run, step, record, output)
-    return screened if isinstance(screened, Failed | OverBudget) else Completed(screened)
+    run, screened = screened_output(engine, run, step, record, output)
+    if isinstance(screened, Failed | OverBudget):
+        return run, screened
+    return run, Completed(screened)
 
 
 def screened_output(
     engine: Engine, run: RunView, step: dict[str, Any], record: StepRecord, output: dict[str, Any]
-) -> dict[str, Any] | Failed | OverBudget:
+) -> tuple[RunView, dict[str, Any] | Failed | OverBudget]:
     """The model's output through the entity's content filters (seed 000 §3.7.4): what
     they flag is redacted, or fails the step, as `on_flagged_output` says, and the
     trace says which filters flagged what kind (never the flagged text)."""
     rails = run.definition["governance"]["safety_rails"]
     filters = set(rails.get("content_filters") or [])
     if not filters:
-        return output
+        return run, output
     kinds: list[str] = []
     screened = output
     local = filters - {"BIAS"}
@@ -229,27 +233,27 @@ def screened_output(
         judge = engine.screening.bias_judge_request(
             text, provider=config["model_provider"], model=config["model_name"]
         )
-        reply = call_model(engine, run, record, judge, 1)
+        run, reply = call_model(engine, run, record, judge, 1)
         if isinstance(reply, Failed | OverBudget):
-            return reply
+            return run, reply
         try:
             verdict = engine.screening.bias_verdict(reply, text=text)
         except ScreeningError as exc:
-            return Failed("LLM_ERROR", f"the bias judge failed: {exc}")
+            return run, Failed("LLM_ERROR", f"the bias judge failed: {exc}")
         if verdict is not None:
             kinds.append("BIAS:BIAS")
             screened = _replace_strings(screened, "[REDACTED:BIAS]")
     if not kinds:
-        return output
+        return run, output
     kinds = sorted(set(kinds))
     action = rails.get("on_flagged_output", "REDACT")
-    run.pending_events.add("safety.flagged", step=step["name"], kinds=kinds, action=action)
+    run = run.noted("safety.flagged", step=step["name"], kinds=kinds, action=action)
     if action == "FAIL":
-        return Failed(
+        return run, Failed(
             VALIDATION_ERROR,
             "the content filters flagged the model's output: " + ", ".join(kinds),
         )
-    return screened
+    return run, screened
 
 
 NOT_LOGGED = "[not logged: this entity's audit settings leave it out]"
@@ -257,7 +261,8 @@ NOT_LOGGED = "[not logged: this entity's audit settings leave it out]"
 
 class RecordingModel:
     """A ModelClient for the pure modules (review, planning) whose every call is recorded
-    under one step record, and reused on replay."""
+    under one step record, and reused on replay. `run`: the run as the last call's record
+    wrote it, for the caller to go on from."""
 
     def __init__(self, engine: Engine, run: RunView, record: StepRecord):
         self.engine, self.run, self.record, self.index = engine, run, record, 0
@@ -267,7 +272,7 @@ class RecordingModel:
         a reply or raises: no room for the call is raised as the LimitReached it carries,
         and `advance` turns it back into the run's OverBudget ending."""
         index, self.index = self.index, self.index + 1
-        reply = recorded_call(self.engine, self.run, self.record, request, index)
+        self.run, reply = recorded_call(self.engine, self.run, self.record, request, index)
         if isinstance(reply, OverBudget):
             raise reply.limit
         return reply

@@ -30,25 +30,25 @@ if TYPE_CHECKING:
 
 def tool_step(
     engine: Engine, run: RunView, step: dict[str, Any], record: StepRecord
-) -> Completed | Failed | OverBudget | NeedsApproval:
+) -> tuple[RunView, Completed | Failed | OverBudget | NeedsApproval]:
     """A TOOL_CALL step: its arguments (mapped, or asked of the model), a person's approval
     where one is needed, the safety rails, then the call (or its recorded result)."""
     tools = {t["tool_id"]: t for t in run.definition["capabilities"]["tools"]}
     tool = tools.get(step["tool_id"])
     if tool is None or "function_schema" not in tool:
-        return Failed(VALIDATION_ERROR, f"tool {step['tool_id']!r} is not available")
+        return run, Failed(VALIDATION_ERROR, f"tool {step['tool_id']!r} is not available")
     data = engine._data(run)
-    arguments = tool_arguments(engine, run, step, tool, record, data)
+    run, arguments = tool_arguments(engine, run, step, tool, record, data)
     if not isinstance(arguments, dict):
-        return arguments
+        return run, arguments
     record.input = arguments
-    approved = checkpoints.tool_approval(engine, run, step, tool, arguments, record)
+    run, approved = checkpoints.tool_approval(engine, run, step, tool, arguments, record)
     if not isinstance(approved, dict):
-        return approved
+        return run, approved
     record.input = approved
     refused = check_tool_call(engine, run, tool, approved, data)
     if refused is not None:
-        return refused
+        return run, refused
     return invoke_tool(engine, run, tool, approved, record)
 
 
@@ -59,21 +59,22 @@ def tool_arguments(
     tool: dict[str, Any],
     record: StepRecord,
     data: dict[str, Any],
-) -> dict[str, Any] | Failed | OverBudget:
+) -> tuple[RunView, dict[str, Any] | Failed | OverBudget]:
     """The call's arguments: the step's input mapping, else the model's choice."""
     function = tool["function_schema"]
     parameters = function.get("parameters") or {"type": "object", "properties": {}}
     if step.get("input_mapping"):
-        return plans.map_input(step["input_mapping"], parameters, data)
+        return run, plans.map_input(step["input_mapping"], parameters, data)
     name = function.get("name") or tool["tool_id"]
+    run, messages = thoughts.prompt_messages(
+        engine,
+        run,
+        f"Call the tool {name} with the right arguments for this step: {step['name']}.",
+    )
     request = thoughts.model_request(
         engine,
         run,
-        messages=thoughts.prompt_messages(
-            engine,
-            run,
-            f"Call the tool {name} with the right arguments for this step: {step['name']}.",
-        ),
+        messages=messages,
         tools=(
             {
                 "name": name,
@@ -84,10 +85,10 @@ def tool_arguments(
         tool_choice=name,
         purpose="TOOL_ARGUMENTS",
     )
-    reply = thoughts.call_model(engine, run, record, request)
+    run, reply = thoughts.call_model(engine, run, record, request)
     if isinstance(reply, Failed | OverBudget):
-        return reply
-    return reply.tool_arguments or {}
+        return run, reply
+    return run, reply.tool_arguments or {}
 
 
 def invoke_tool(
@@ -96,7 +97,7 @@ def invoke_tool(
     tool: dict[str, Any],
     arguments: dict[str, Any],
     record: StepRecord,
-) -> Completed | Failed | OverBudget:
+) -> tuple[RunView, Completed | Failed | OverBudget]:
     """The tool call with its idempotency key, recorded the moment it returns; a replay
     reuses the recorded result."""
     key = f"{run.id}:{record.key}:{record.iteration}:{record.attempt}"
@@ -113,29 +114,29 @@ def invoke_tool(
     recorded = engine.store.recall(run, ResultKey(key))
     if recorded is not None:
         if engine.cipher is None:
-            return Completed(recorded.output)
-        return Completed(engine.screening.pii_reveal(recorded.output, engine.cipher.decrypt))
+            return run, Completed(recorded.output)
+        return run, Completed(engine.screening.pii_reveal(recorded.output, engine.cipher.decrypt))
     reserved = None
     if run.limited:  # a tool call costs nothing to a budget, but may hit a call limit
         refusal = engine.store.reserve(run, tool_calls=1, estimate=NOTHING)
         if refusal is not None:
-            return OverBudget(refusal)
+            return run, OverBudget(refusal)
         reserved = NOTHING
     logged = tool_for_the_log(engine, run, invocation)
     try:
         result = engine.tools.invoke(invocation)
     except ToolError as exc:  # the tool port's failure becomes the step's
         error = thoughts.protect(engine, run, str(exc))
-        engine.store.record(run, ToolCall(record, logged, None, error, reserved))
-        return Failed(
+        run = engine._record(run, ToolCall(record, logged, None, error, reserved))
+        return run, Failed(
             exc.code,
             str(exc),
             retryable=not exc.permanent,
             retry_after_s=getattr(exc, "retry_after_s", None),
         )
     kept = replace(result, output=thoughts.protect(engine, run, result.output))
-    engine.store.record(run, ToolCall(record, logged, kept, reserved=reserved))
-    return Completed(result.output)
+    run = engine._record(run, ToolCall(record, logged, kept, reserved=reserved))
+    return run, Completed(result.output)
 
 
 def tool_for_the_log(engine: Engine, run: RunView, invocation: ToolInvocation) -> ToolInvocation:

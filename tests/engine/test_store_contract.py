@@ -56,10 +56,11 @@ class _DiesInFinish(StoreWrapper):
 class _CancelledAfterModelCall(StoreWrapper):
     """Someone cancels the run while its first step is in flight."""
 
-    def record(self, run: RunView, record: Record) -> None:
-        self._store.record(run, record)
+    def record(self, run: RunView, record: Record) -> RunView:
+        written = self._store.record(run, record)
         if isinstance(record, ModelCall):
             self._world.cancel(run.id)
+        return written
 
 
 class _CancelledAsChildrenStart(StoreWrapper):
@@ -76,14 +77,14 @@ class _OvertakenBeforeRecording(StoreWrapper):
     """The worker stalls past its lease, another worker takes the run over, then the first
     one tries to record its model call."""
 
-    def record(self, run: RunView, record: Record) -> None:
+    def record(self, run: RunView, record: Record) -> RunView:
         if isinstance(record, ModelCall):
             self._world.let_time_pass(self._world.lease_seconds + 1)
             other = self._world.worker_store()
             taken = other.claim(run.id)
             assert taken is not None
             self._world.overtaken = (other, taken)
-        self._store.record(run, record)
+        return self._store.record(run, record)
 
 
 class _ParentHeldElsewhere(StoreWrapper):
@@ -105,17 +106,18 @@ class _ParentHeldElsewhere(StoreWrapper):
 class _ParentCancelledWhileChildRuns(StoreWrapper):
     """Someone cancels the parent while its only child makes its model call."""
 
-    def record(self, run: RunView, record: Record) -> None:
-        self._store.record(run, record)
+    def record(self, run: RunView, record: Record) -> RunView:
+        written = self._store.record(run, record)
         if isinstance(record, ModelCall) and run.parent_id is not None:
             self._world.cancel(run.parent_id)
+        return written
 
 
 class _ParentFlaggedDuringToolCall(StoreWrapper):
     """A cancel of the parent lands while its first child's tool call runs, before the
     cancel's pass over the descendants reaches the child."""
 
-    def record(self, run: RunView, record: Record) -> None:
+    def record(self, run: RunView, record: Record) -> RunView:
         if (
             isinstance(record, ToolCall)
             and run.parent_id is not None
@@ -123,7 +125,7 @@ class _ParentFlaggedDuringToolCall(StoreWrapper):
         ):
             self._world.flag_only(run.parent_id)
             self._world.overtaken = (self._store, run)  # once
-        self._store.record(run, record)
+        return self._store.record(run, record)
 
 
 class _TimeUpAsChildEnds(StoreWrapper):

@@ -280,12 +280,13 @@ def test_children_spawned_after_a_cancel_the_worker_has_not_seen_start_cancelled
     leases.append(view)
     # A person cancels between this worker's claim and its spawn.
     Run.objects.filter(pk=run.pk).update(cancel_requested=True)
-    view.status = "WAITING"
+    view = view.changed(status="WAITING")
 
-    (child_id,) = store.commit(
+    done = store.commit(
         view,
         Spawn([ChildRequest(step_key="s1", group_index=0, entity_ref="child", input={})]),
-    ).child_ids
+    )
+    (child_id,) = done.child_ids
 
     assert Run.objects.get(pk=child_id).cancel_requested is True
-    assert view.cancel_requested is True  # read back from the write, after the commit
+    assert done.run.cancel_requested is True  # read back from the write, after the commit
