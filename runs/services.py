@@ -22,6 +22,7 @@ from runs import sql
 from runs.approval_desk import approval_desk
 from runs.engine import schemas
 from runs.engine.core import BUDGET_EXHAUSTED, lifetime_limit, run_limits
+from runs.engine.state import EVENT_KINDS
 from runs.engine.tree import descendants
 from runs.engine.validators import rule_problems
 from runs.engine_factory import engine
@@ -245,6 +246,7 @@ def run_resume(
     its deadlines, so every unfinished run of the trace gets it back; the event is recorded
     on the run, and the run is handed to the executor after commit. Answers whether the run
     was woken (a run that is not PAUSED any more is left as it is)."""
+    _known_event(event)
     Run.objects.filter(trace_id=trace_id, deadline_at__isnull=False).exclude(
         status__in=TERMINAL
     ).update(deadline_at=F("deadline_at") + waited)
@@ -260,7 +262,15 @@ def run_resume(
 def run_note(*, run_id: Any, trace_id: Any, event: str, payload: dict[str, Any]) -> None:
     """Record an event on the run's trace that changes nothing else of it (an approval that
     escalated, say), in the caller's transaction; sent to the trace's viewers after commit."""
+    _known_event(event)
     append_events(str(trace_id), str(run_id), [(event, payload)])
+
+
+def _known_event(event: str) -> None:
+    """A trace's events are of the kinds `runs.engine.state.EventKind` lists: what its pages
+    and readers expect. Another is a bug of the caller's."""
+    if event not in EVENT_KINDS:
+        raise ValueError(f"{event!r} is not a kind of trace event (runs.engine.state.EventKind)")
 
 
 def run_cancel(*, run: Run, user: Any = None) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 from runs.engine import plan as plans
 from runs.engine.definition import Definition
+from runs.engine.state import Event, EventKind
 
 # The decisions a person can take, and what the engine does with each.
 APPROVE, EDIT, REJECT, LOCK = "approve", "edit", "reject", "lock_constraint"
@@ -422,9 +423,9 @@ def readable(ask: ApprovalAsk) -> dict[str, Any]:
     }
 
 
-def approval_event(ask: ApprovalAsk, level: str, summary: str) -> tuple[str, dict[str, Any]]:
+def approval_event(ask: ApprovalAsk, level: str, summary: str) -> Event:
     """The trace's event for a request: `approval.requested` when it waits on a person,
     `approval.noted` when it only tells them. `summary`: the reasoning summary as the trace
     keeps it (under pii_handling)."""
-    kind = "approval.requested" if ask.approval_required else "approval.noted"
+    kind: EventKind = "approval.requested" if ask.approval_required else "approval.noted"
     return kind, {"trigger": ask.trigger, "step": ask.step_name, "risk": level, "summary": summary}

@@ -69,6 +69,7 @@ from runs.engine.state import (
     TERMINAL,
     ChildOutcome,
     ChildRequest,
+    Event,
     RunView,
     StepRecord,
     child_step_key,
@@ -1007,9 +1008,7 @@ class InMemoryRunStore(DispatchingStore):
             found.error_message = step.error_message[:MESSAGE_LIMIT]
             found.finished_at = finished_at
 
-    def _append_events(
-        self, trace_id: str, run_id: str, items: list[tuple[str, dict[str, Any]]]
-    ) -> None:
+    def _append_events(self, trace_id: str, run_id: str, items: list[Event]) -> None:
         trace = self._world.events.setdefault(trace_id, [])
         definition = self._world.runs[run_id].definition
         for kind, payload in items:

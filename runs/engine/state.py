@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from runs.engine.definition import Definition
 
@@ -31,14 +31,57 @@ class StepRecord:
     started_at: Any = None
 
 
-Event = tuple[str, dict[str, Any]]  # kind, JSON payload
+# Every kind of event a trace records (`RunEvent.type`): what the trace page, its websocket
+# and anyone reading a run's events may meet. A closed set: the engine's are checked by mypy,
+# the services' (`run_note`, `run_resume`) when they are called.
+EventKind = Literal[
+    # the run
+    "run.created",  # a root or child run: run_id, entity, type, parent_id
+    "run.status",  # RUNNING, a pause, BLOCKED or an end: status, with error_code/reason
+    "cost.alert",  # the run's cost crossed its alert threshold: run_id
+    # its plan
+    "plan.ready",  # steps
+    "plan.reconciled",  # a dynamic plan checked against the static one: steps, notes
+    "plan.replanned",  # after a failed review: reason
+    "plan.edited",  # by a person at a plan checkpoint: steps, by
+    # its steps
+    "step.started",  # step, type
+    "step.finished",  # step, status (error)
+    "step.skipped",  # step, reason
+    "step.retry",  # step, attempt
+    "step.rate_limited",  # step, delay_s
+    "step.exit",  # a conditional exit taken: step, to
+    "state.changed",  # audit_level COMPREHENSIVE: step, keys
+    "loop.next",  # another pass of the plan: iteration
+    "loop.stopped",  # iteration, reason
+    "context.trimmed",  # parts dropped to fit max_context_tokens: dropped
+    "safety.flagged",  # a content filter's finding: step, kinds, action
+    # its calls
+    "llm.call",  # step, model, tokens, cost_usd, latency_ms
+    "tool.call",  # step, tool_id, success, latency_ms
+    "tool.arguments_edited",  # by a person at a checkpoint: step, by
+    # its review and its people
+    "review.passed",  # criteria, or by (a person)
+    "review.failed",  # detail, on_failure
+    "review.escalated",  # detail
+    "output.edited",  # by a person at the output review: by
+    "approval.requested",  # a request that stops the run until a person decides
+    "approval.noted",  # a notice that does not stop it
+    "approval.decided",  # decision, by
+    "approval.escalated",  # the request went to the next approvers
+    "approval.timed_out",  # its time ran out: what happened then
+    "constraint.locked",  # a person locked a constraint for the rest of the run: constraint, by
+]
+EVENT_KINDS: frozenset[str] = frozenset(get_args(EventKind))
+
+Event = tuple[EventKind, dict[str, Any]]  # kind, JSON payload
 
 
 @dataclass
 class Events:
-    items: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # kind, JSON payload
+    items: list[Event] = field(default_factory=list)
 
-    def add(self, kind: str, **payload: Any) -> None:
+    def add(self, kind: EventKind, **payload: Any) -> None:
         self.items.append((kind, payload))
 
 
@@ -135,7 +178,7 @@ class RunView:
             pending_events=Events([*self.pending_events.items, *items]),
         )
 
-    def noted(self, kind: str, **payload: Any) -> RunView:
+    def noted(self, kind: EventKind, **payload: Any) -> RunView:
         """The run with an event for the store's next write of it."""
         return self.buffered([], [(kind, payload)])
 
@@ -170,8 +213,8 @@ def child_step_key(step_key: str, iteration: int, attempt: int) -> str:
 
 
 def take_pending(
-    run: RunView, steps: list[StepRecord], events: list[tuple[str, dict[str, Any]]]
-) -> tuple[RunView, list[StepRecord], list[tuple[str, dict[str, Any]]]]:
+    run: RunView, steps: list[StepRecord], events: list[Event]
+) -> tuple[RunView, list[StepRecord], list[Event]]:
     """The view without the records the engine buffered for this write, then those records
     and the new ones (a later record of the same step and attempt replaces an earlier one
     in its place)."""
