@@ -18,6 +18,7 @@ from runs.services import run_start
 from tests.factories import EntityFactory, tool_definition
 from tests.support.queued_runs import Driver
 from tests.support.runs import io, static_plan, step
+from tests.support.runs_api import pick_tool
 from tools.models import RecordedRow
 
 pytestmark = pytest.mark.smoke
@@ -269,25 +270,10 @@ def test_a_tool_step_with_a_parameter_mapping_calls_the_tool_once(driver, acme):
 
 
 def test_a_tool_step_without_a_mapping_gets_its_arguments_from_the_model(driver, acme):
-    extract = tool_definition(
-        "pick",
-        implementation="json_extract",
-        function_schema={
-            "name": "pick",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "data": {"type": "object"},
-                    "expression": {"type": "string", "enum": ["a"]},
-                },
-                "required": ["data", "expression"],
-            },
-        },
-    )
     action = EntityFactory(
         workspace=acme,
         name="picker",
-        tools=[extract],
+        tools=[pick_tool()],
         planning=static_plan(step(1, "Pick", "TOOL_CALL", tool_id="pick")),
     )
     run = driver.run(action, {})

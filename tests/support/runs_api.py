@@ -73,10 +73,9 @@ def finished_run(entity: Entity, *, ms: int, status: str = RunStatus.COMPLETED, 
     )
 
 
-def picker_process(workspace):
-    """process → picker: the picker's one step is a tool call whose arguments the model fills
-    (one LLM call and one tool call)."""
-    extract = tool_definition(
+def pick_tool() -> dict:
+    """`pick`: json_extract of `data` by an `expression` the model must choose ("a")."""
+    return tool_definition(
         "pick",
         implementation="json_extract",
         function_schema={
@@ -91,10 +90,15 @@ def picker_process(workspace):
             },
         },
     )
+
+
+def picker_process(workspace):
+    """process → picker: the picker's one step is a tool call whose arguments the model fills
+    (one LLM call and one tool call)."""
     picker = EntityFactory(
         workspace=workspace,
         name="picker",
-        tools=[extract],
+        tools=[pick_tool()],
         planning=static_plan(step(1, "Pick", "TOOL_CALL", tool_id="pick")),
     )
     return EntityFactory(workspace=workspace, name="chooser", type="PROCESS", children=[picker])
