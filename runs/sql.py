@@ -33,7 +33,7 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, models, transaction
 
 from runs.models import LLMCall, Run, RunEvent, StepRun, ToolCall, TraceSequence
 
@@ -727,11 +727,15 @@ def reserve(
 ) -> Later:
     """Count a call before it is made, for the run and every ancestor, and set its estimated
     cost aside at the budget anchor: all or nothing. False (`Later`; nothing written) when a call
-    limit of one of them, or the anchor's budget, has no room for it."""
+    limit of one of them, or the anchor's budget, has no room for it.
+
+    One UPDATE, each row checking its own limits under its lock; a row without room is left
+    out, and then the statement is undone whole: on PostgreSQL by hierarch_no_room() (in a
+    savepoint inside a transaction, alone otherwise), on SQLite in a transaction of its own."""
     connection = connections[DEFAULT_DB_ALIAS]
     ids = [run_id_param(value, connection) for value in [run_id, *lineage]]
     held = prep(Run, "reserved_usd", estimate, connection)
-    sql = (
+    update = (
         f"UPDATE {quote(Run._meta.db_table)} SET "  # noqa: S608
         "llm_calls = llm_calls + %s, tool_calls = tool_calls + %s, "
         "reserved_usd = CASE WHEN id = %s THEN reserved_usd + %s ELSE reserved_usd END "
@@ -752,7 +756,45 @@ def reserve(
         anchor_param,
         held,
     ]
-    return _ask(connection, sql, params, functools.partial(_changed, rows=len(ids)))
+    try:
+        if connection.vendor == "postgresql":
+            _reserve_whole(connection, update, params, len(ids), run_id)
+        else:
+            with transaction.atomic(using=connection.alias), _cursor(connection) as cursor:
+                cursor.execute(update, params)
+                if cursor.rowcount != len(ids):
+                    raise _NoRoom
+    except _NoRoom:
+        return Later.known(False)
+    except DatabaseError as exc:
+        if not _has_sqlstate(exc, NO_ROOM):
+            raise
+        return Later.known(False)
+    return Later.known(True)
+
+
+NO_ROOM = "HR003"  # the SQLSTATE of hierarch_no_room() (migration runs/0014)
+
+
+class _NoRoom(Exception):
+    """A reservation on SQLite found a run without room: its transaction is rolled back."""
+
+
+def _reserve_whole(connection: Any, update: str, params: list[Any], rows: int, run_id: str) -> None:
+    sql = (
+        f"WITH u AS ({update} RETURNING 1) "  # noqa: S608 - our own statement
+        "SELECT CASE WHEN count(*) = %s THEN true ELSE hierarch_no_room(%s) END FROM u"
+    )
+    whole = [*params, rows, str(run_id)]
+    batch = _batch_of(connection)
+    if batch is not None:
+        batch.flush()  # what is queued goes first, in the transaction it opens
+    if connection.in_atomic_block:  # the error must undo this statement, not the transaction
+        with transaction.atomic(using=connection.alias), _cursor(connection) as cursor:
+            cursor.execute(sql, whole)
+        return
+    with _cursor(connection) as cursor:  # autocommit: the statement is its own transaction
+        cursor.execute(sql, whole)
 
 
 def _changed(cursor: Any, *, rows: int) -> bool:

@@ -203,5 +203,6 @@ def test_a_call_limit_reached_under_a_parent_stops_the_child_that_reaches_it(acm
     first, second = Run.objects.filter(parent=run).order_by("created_at")
     assert (first.status, first.llm_calls) == ("COMPLETED", 1)
     assert (second.status, second.error_code) == ("FAILED", "LIMIT_EXCEEDED")
+    assert (second.llm_calls, second.reserved_usd) == (0, 0)  # refused: nothing counted
     assert (run.status, run.error_code, run.llm_calls) == ("FAILED", "LIMIT_EXCEEDED", 1)
     assert not Run.objects.filter(parent=run, entity__name="kid2").exists()  # never started
