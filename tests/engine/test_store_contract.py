@@ -925,6 +925,7 @@ def test_a_call_limit_counts_the_descendants_calls(world):
     assert world.status(run) == "FAILED"
     assert world.error(run)[0] == "LIMIT_EXCEEDED"
     assert world.call_counts(run) == (1, 0)
+    assert world.call_counts(second) == (0, 0)  # refused above it: nothing counted for it
 
 
 def test_a_budget_without_room_for_the_first_call_blocks_the_run_before_it(world):
