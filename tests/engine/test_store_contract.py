@@ -873,18 +873,7 @@ def test_max_llm_calls_allows_exactly_that_many_calls(world):
 
 
 def test_max_tool_calls_allows_exactly_that_many_calls(world):
-    render = tool_definition(
-        "render",
-        implementation="template_render",
-        function_schema={
-            "name": "render",
-            "parameters": {
-                "type": "object",
-                "properties": {"template": {"type": "string"}, "variables": {"type": "object"}},
-                "required": ["template"],
-            },
-        },
-    )
+    render = render_tool()
     steps = []
     for order in (1, 2, 3):
         each = step(order, f"Render {order}", "TOOL_CALL", tool_id="render")
