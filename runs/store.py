@@ -17,7 +17,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -599,7 +599,7 @@ class OrmRunStore(DispatchingStore):
             view = run.changed(started=True, began_at=run.began_at or now)
         claiming, claim = self._claiming, None
         if claiming is not None and claiming.parent.id == run.id:
-            self._claiming, claim = None, claiming.terms()  # one statement: claim and write
+            self._claiming, claim = None, claiming.terms(now)  # one statement: claim and write
         self._claim_pending()
         unwritten = self._unwritten
         if unwritten is not None and unwritten.run_id == run.id:
@@ -631,7 +631,7 @@ class OrmRunStore(DispatchingStore):
         """The claim of a held end's parent, alone: before a statement of another run's."""
         claiming, self._claiming = self._claiming, None
         if claiming is not None:
-            claiming.claim(self.owner)
+            claiming.claim(self.owner, self.clock.now())
 
     def _write_steps(self, run: RunView, steps: list[StepRecord]) -> None:
         """Insert or update the step records in one statement."""
@@ -1543,9 +1543,9 @@ class _Deferred:
     items: list[tuple[str, dict]]  # the child's events, in the transaction's first statement
     steps: list[StepRecord]  # the child's step records, in the transaction's last
 
-    def terms(self) -> sql.Claim:
-        """The parent as this worker left it waiting, to take its lease on."""
-        now = timezone.now()
+    def terms(self, now: datetime) -> sql.Claim:
+        """The parent as this worker left it waiting, to take its lease on at `now` (the
+        store's clock)."""
         return sql.Claim(
             now=now,
             until=now + lease_time(),
@@ -1555,8 +1555,8 @@ class _Deferred:
             deadline=self.parent.deadline,
         )
 
-    def claim(self, owner: str) -> None:
-        sql.claim_waiting(self.parent.id, owner, self.terms())
+    def claim(self, owner: str, now: datetime) -> None:
+        sql.claim_waiting(self.parent.id, owner, self.terms(now))
 
 
 class _Heartbeat:
