@@ -170,7 +170,7 @@ class EntitySerializer(EntitySummarySerializer):
     """One entity: its current definition in the exchange format, and where to go next."""
 
     definition = serializers.SerializerMethodField(
-        help_text="The current definition in the exchange format (seed 000 §2.1), tools "
+        help_text="The current definition in the exchange format, tools "
         "written out in full; PUT it back, changed, to save a new version."
     )
     versions_url = serializers.SerializerMethodField(help_text="The version history.")
@@ -325,7 +325,7 @@ class ImportResultSerializer(serializers.Serializer):
 
 
 class ExportDocumentSerializer(serializers.Serializer):
-    """The exchange format's bundle (seed 000 §6.1); import takes it back as it is."""
+    """A bundle in the exchange format; import takes it back as it is."""
 
     entities = serializers.ListField(
         child=serializers.DictField(),
@@ -362,7 +362,7 @@ class EntityCreateSerializer(StrictSerializer):
         max_length=50, help_text="A workspace's id or slug, one where you design."
     )
     definition = DefinitionField(
-        help_text="The definition in the exchange format (seed 000 §2.1); sections left out "
+        help_text="The definition in the exchange format; sections left out "
         "take their defaults."
     )
 

@@ -103,7 +103,7 @@ class ExecutionOptionsSerializer(StrictSerializer):
 
 
 class ExecuteSerializer(StrictSerializer):
-    """Seed 000 §7.1's request."""
+    """What to run: the input, what the caller keeps with the run, and how (waiting for the end or not, a webhook)."""
 
     # Objects, and the schema says so: a DictField refuses anything else, null included.
     input_data = serializers.DictField(
@@ -168,7 +168,7 @@ class RunFilters(ListFilters):
 
 
 class ExecuteAnswerSerializer(serializers.Serializer):
-    """Seed 000 §7.1's response."""
+    """A run started: its id, status, and where to follow it."""
 
     run_id = serializers.UUIDField()
     status = serializers.CharField(help_text=STATUS_HELP)
@@ -203,7 +203,7 @@ class ChildRunSerializer(serializers.Serializer):
 
 
 class RunDocumentSerializer(serializers.Serializer):
-    """Seed 000 §7.2's response."""
+    """One run: its status, output, metrics and direct child runs."""
 
     run_id = serializers.UUIDField()
     entity_id = serializers.CharField(help_text="The entity's string id, else its UUID.")
@@ -252,7 +252,7 @@ class TraceTreeSerializer(serializers.Serializer):
 
 
 class TraceSerializer(serializers.Serializer):
-    """Seed 000 §7.3's response."""
+    """A run's trace: the tree of runs below it with their calls."""
 
     run_id = serializers.UUIDField()
     trace_tree = TraceTreeSerializer()
@@ -414,7 +414,7 @@ class EntityExecute(RunStartView):
     @extend_schema(
         tags=["runs"],
         summary="Execute an entity",
-        description="Seed 000 §7.1. Starts a root run of the entity's current version. The "
+        description="Starts a root run of the entity's current version. The "
         "input is checked against the entity's io_contract first: a 400 VALIDATION_ERROR "
         "names each field (`input_data.company_name`) and nothing is started. With "
         "`execution_options.async` false the call waits for the run to end (up to "
@@ -479,7 +479,7 @@ class RunList(FilteredListAPIView):
 @extend_schema(
     tags=["runs"],
     summary="One run",
-    description="Seed 000 §7.2: status, output, metrics (of the run and its descendants) "
+    description="Status, output, metrics (of the run and its descendants) "
     "and the direct child runs.",
     responses={200: RunDocumentSerializer, **error_responses(404)},
 )
@@ -491,7 +491,7 @@ class RunDetail(APIView):
 @extend_schema(
     tags=["runs"],
     summary="A run's trace tree",
-    description="Seed 000 §7.3: the nested tree below the run, each node with its tool "
+    description="The nested tree below the run, each node with its tool "
     "calls and model calls.",
     responses={200: TraceSerializer, **error_responses(404)},
 )
