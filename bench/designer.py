@@ -6,8 +6,11 @@ Generates a process → agents → skills → actions bundle of the given shape 
 entities; 10,10,10 is 1,111), imports it into a fresh workspace of the database of
 DATABASE_URL (SQLite in var/ by default), then times a designer's save in that workspace
 (one agent gains a child, with full validation: schemas, references, cycles, depth,
-budgets, the version snapshot) and a refused save (a cycle). Prints a summary, or one JSON
-line with --json. The workspace is deleted afterwards.
+budgets, the version snapshot) and a refused save (a cycle), and the admin's pages of that
+workspace as a superuser opens them (an agent's change form and the add form: server time,
+size and queries). Prints a summary, or one JSON line with --json. The entities and the
+bench's user are deleted afterwards; the workspace stays (its audit chain is append-only), so
+point DATABASE_URL at a database of the bench's own.
 """
 
 from __future__ import annotations
@@ -29,9 +32,12 @@ import django  # noqa: E402
 
 django.setup()
 
+from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
+from django.urls import reverse  # noqa: E402
 
 from entities.definition import DefinitionInvalid  # noqa: E402
 from entities.exchange import definition_of, export_workspace  # noqa: E402
@@ -98,6 +104,39 @@ def timed(fn, repeat: int) -> tuple[list[float], int]:
     return times, queries
 
 
+def admin_pages(agent: Entity, repeat: int) -> dict[str, dict[str, float]]:
+    """The admin's change form of `agent` and its add form, as a superuser opens them:
+    median server time, size and queries of each."""
+    user = get_user_model().objects.create_superuser(
+        f"bench-{uuid.uuid4().hex[:8]}", password=uuid.uuid4().hex
+    )
+    try:
+        client = Client(HTTP_HOST="localhost", **{"wsgi.url_scheme": "https"})
+        client.force_login(user)
+        pages = {
+            "change_form": reverse("admin:entities_entity_change", args=[agent.pk]),
+            "add_form": reverse("admin:entities_entity_add"),
+        }
+        figures = {}
+        for name, url in pages.items():
+            sizes: list[int] = []
+
+            def get(url: str = url, sizes: list[int] = sizes) -> None:
+                response = client.get(url)
+                assert response.status_code == 200, response.status_code
+                sizes.append(len(response.content))
+
+            times, queries = timed(get, repeat)
+            figures[name] = {
+                "ms": round(statistics.median(times), 1),
+                "kb": round(sizes[-1] / 1024, 1),
+                "queries": queries,
+            }
+        return figures
+    finally:
+        user.delete()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", default="10,10,10")
@@ -148,6 +187,7 @@ def main() -> None:
         start = time.perf_counter()
         export_workspace(workspace)
         export_s = time.perf_counter() - start
+        admin = admin_pages(agent, max(3, args.repeat // 4))
 
         figures = {
             "database": connection.vendor,
@@ -161,12 +201,15 @@ def main() -> None:
             "save_queries": save_queries,
             "refused_save_p50_ms": round(statistics.median(refuse_ms), 2),
             "export_s": round(export_s, 3),
+            "admin_change_form": admin["change_form"],
+            "admin_add_form": admin["add_form"],
         }
     finally:
+        # The entities go; the workspace stays, as its audit chain is append-only (run the
+        # bench on a database of its own: DATABASE_URL).
         ChildLink.objects.filter(parent__workspace=workspace).delete()
         PlanStep.objects.filter(entity__workspace=workspace).delete()
         Entity.objects.filter(workspace=workspace).delete()
-        workspace.delete()
 
     if args.json:
         print(json.dumps(figures))
@@ -182,6 +225,12 @@ def main() -> None:
     )
     print(f"  a refused save (cycle): p50 {figures['refused_save_p50_ms']} ms")
     print(f"  export of the workspace: {figures['export_s']} s")
+    for name in ("admin_change_form", "admin_add_form"):
+        page = figures[name]
+        print(
+            f"  {name.replace('_', ' ')}: {page['ms']} ms on the server, {page['kb']} KB, "
+            f"{page['queries']} queries"
+        )
 
 
 if __name__ == "__main__":

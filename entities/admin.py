@@ -179,6 +179,9 @@ class ChildLinkInline(admin.TabularInline):
     extra = 1
     verbose_name = "child"
     verbose_name_plural = "children (hierarchy.children, in order)"
+    # A search box, not a list of every entity of the workspace (entities/admin.py
+    # EntityAdmin.get_search_results scopes what it finds).
+    autocomplete_fields = ["child"]
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "child":
@@ -209,6 +212,7 @@ class PlanStepInline(admin.StackedInline):
     extra = 0
     verbose_name = "plan step"
     verbose_name_plural = "static plan steps (planning.static_plan.steps, by order)"
+    autocomplete_fields = ["target_entity"]
     fieldsets = [
         (None, {"fields": [("order", "step_id", "type", "required"), "name"]}),
         ("Target", {"fields": ["target_entity", "target_tool_id", "prompt_template"]}),
@@ -277,6 +281,14 @@ def _label_choices(field: Any, request: HttpRequest) -> Any:
     return field
 
 
+def _picking_an_entity(request: HttpRequest) -> bool:
+    """Whether the request is the admin's autocomplete for one of the entity pickers."""
+    return request.GET.get("app_label") == "entities" and (
+        request.GET.get("model_name"),
+        request.GET.get("field_name"),
+    ) in {("entity", "parent"), ("childlink", "child"), ("planstep", "target_entity")}
+
+
 def _entity_choices(request: HttpRequest) -> Any:
     entities = scope(Entity.objects.all(), request.user, DESIGN).select_related("workspace")
     obj = getattr(request, "_admin_entity", None)
@@ -302,6 +314,9 @@ class EntityAdmin(WorkspaceScopedAdmin):
     ]
     list_filter = ["type", "status", ScopedWorkspaceFilter, TagFilter]
     search_fields = ["name", "display_name", "description", "tags", "external_id"]
+    # Pickers of entities search (the admin's autocomplete): a workspace of a thousand
+    # entities would otherwise send them all in every select of the change form.
+    autocomplete_fields = ["parent"]
     list_select_related = ["workspace"]
     ordering = ["workspace__name", "composition_depth", "name"]
     readonly_fields = [
@@ -358,6 +373,15 @@ class EntityAdmin(WorkspaceScopedAdmin):
         obj = super().get_object(request, object_id, from_field)
         request._admin_entity = obj
         return obj
+
+    def get_search_results(self, request: HttpRequest, queryset: Any, search_term: str) -> Any:
+        """The admin's searches; an entity picker's (the autocomplete of a parent, a child or
+        a plan step's target) finds only entities the user designs in, as the picker's
+        choices are (`_entity_choices`): an entity of a workspace the user only views is
+        no choice."""
+        if _picking_an_entity(request):
+            queryset = scope(queryset, request.user, DESIGN)
+        return super().get_search_results(request, queryset, search_term)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         fields = list(super().get_readonly_fields(request, obj))

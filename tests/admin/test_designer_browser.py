@@ -73,7 +73,13 @@ def test_a_designer_sees_a_cycle_refused_and_then_adds_a_fresh_action(
     versions_before = list(demo.versions.values_list("version", flat=True))
     children_before = children_of(demo)
     row = len(children_before)  # the empty extra row after the existing children
-    page.select_option(f"#id_child_links-{row}-child", label="video_ad_creation_process (process)")
+    # The child picker searches the workspace (the admin's autocomplete), typed into.
+    page.click(f"#child_links-{row} td.field-child .select2-selection")
+    page.fill(".select2-container--open .select2-search__field", "video_ad_creation")
+    page.click(".select2-results__option:text-is('video_ad_creation_process (process)')")
+    expect(page.locator(f"#id_child_links-{row}-child option:checked")).to_have_text(
+        "video_ad_creation_process (process)"
+    )
     page.click("input[name=_save]")
 
     expect(page.locator(".errornote")).to_be_visible()

@@ -256,6 +256,43 @@ def test_the_child_choices_are_the_entitys_own_workspace(world, db, client):
     assert b"globex_secret_agent" not in response.content
 
 
+def test_the_entity_pickers_search_instead_of_listing_every_entity(as_alice, world):
+    """The parent, child and plan-target pickers are the admin's autocomplete: the change
+    form carries the entities chosen, not every entity of the workspace."""
+    response = as_alice.get(change_url(world.planner))
+    page = response.content.decode()
+    assert "research_skill" in page  # its child and its plan step's target, chosen
+    for other in ("summarise_action", "sketch_action", "web_search_action"):
+        assert other not in page
+    assert page.count("admin-autocomplete") >= 3  # parent, the child rows, the plan target
+
+
+def autocomplete(client: Client, model_name: str, field_name: str, term: str) -> set[str]:
+    response = client.get(
+        reverse("admin:autocomplete"),
+        {"app_label": "entities", "model_name": model_name, "field_name": field_name, "term": term},
+    )
+    assert response.status_code == 200
+    return {result["text"] for result in response.json()["results"]}
+
+
+@pytest.mark.parametrize(
+    ("model_name", "field_name"),
+    [("entity", "parent"), ("childlink", "child"), ("planstep", "target_entity")],
+)
+def test_an_entity_picker_finds_only_entities_the_user_designs_in(
+    as_alice, world, model_name, field_name
+):
+    EntityFactory(workspace=world.initech, name="initech_viewed_action")  # alice only views
+    found = autocomplete(as_alice, model_name, field_name, "action")
+    assert found == {
+        "web_search_action (action)",
+        "summarise_action (action)",
+        "sketch_action (action)",
+    }
+    assert autocomplete(as_alice, model_name, field_name, "globex") == set()
+
+
 @pytest.mark.parametrize(
     "url_name",
     [
