@@ -43,10 +43,10 @@ def tool_step(
         return run, arguments
     record.input = arguments
     run, approved = checkpoints.tool_approval(engine, run, step, tool, arguments, record)
-    if not isinstance(approved, dict):
+    if not isinstance(approved, checkpoints.Approved):
         return run, approved
-    record.input = approved
-    refused = check_tool_call(engine, run, tool, approved, data)
+    record.input = approved.arguments
+    refused = check_tool_call(engine, run, tool, approved.arguments, data)
     if refused is not None:
         return run, refused
     return invoke_tool(engine, run, tool, approved, record)
@@ -95,7 +95,7 @@ def invoke_tool(
     engine: Engine,
     run: RunView,
     tool: dict[str, Any],
-    arguments: dict[str, Any],
+    approved: checkpoints.Approved,
     record: StepRecord,
 ) -> tuple[RunView, Completed | Failed | OverBudget]:
     """The tool call with its idempotency key, recorded the moment it returns; a replay
@@ -103,13 +103,13 @@ def invoke_tool(
     key = f"{run.id}:{record.key}:{record.iteration}:{record.attempt}"
     invocation = ToolInvocation(
         tool=tool,
-        arguments=arguments,
+        arguments=approved.arguments,
         idempotency_key=key,
         workspace_id=run.workspace_id,
         run_id=run.id,
         sandbox=bool(tool.get("sandbox_mode")),
         caller_id=run.created_by_id,
-        approved_by=getattr(record, "approved_by", None),
+        approved_by=approved.by,
     )
     recorded = engine.store.recall(run, ResultKey(key))
     if recorded is not None:
