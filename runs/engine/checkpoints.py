@@ -383,7 +383,7 @@ def tool_approval(
                 "arguments": arguments,
             },
         ),
-        steps=[replace(record, status="WAITING")],
+        steps=[record.waiting()],
         events=Events(),
     )
     if verdict is None:

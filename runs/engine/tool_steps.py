@@ -30,26 +30,28 @@ if TYPE_CHECKING:
 
 def tool_step(
     engine: Engine, run: RunView, step: dict[str, Any], record: StepRecord
-) -> tuple[RunView, Completed | Failed | OverBudget | NeedsApproval]:
+) -> tuple[RunView, StepRecord, Completed | Failed | OverBudget | NeedsApproval]:
     """A TOOL_CALL step: its arguments (mapped, or asked of the model), a person's approval
-    where one is needed, the safety rails, then the call (or its recorded result)."""
+    where one is needed, the safety rails, then the call (or its recorded result). The
+    step's record as it goes on (its input the arguments), and the outcome."""
     tools = {t["tool_id"]: t for t in run.definition["capabilities"]["tools"]}
     tool = tools.get(step["tool_id"])
     if tool is None or "function_schema" not in tool:
-        return run, Failed(VALIDATION_ERROR, f"tool {step['tool_id']!r} is not available")
+        return run, record, Failed(VALIDATION_ERROR, f"tool {step['tool_id']!r} is not available")
     data = engine._data(run)
     run, arguments = tool_arguments(engine, run, step, tool, record, data)
     if not isinstance(arguments, dict):
-        return run, arguments
-    record.input = arguments
+        return run, record, arguments
+    record = record.with_input(arguments)
     run, approved = checkpoints.tool_approval(engine, run, step, tool, arguments, record)
     if not isinstance(approved, checkpoints.Approved):
-        return run, approved
-    record.input = approved.arguments
+        return run, record, approved
+    record = record.with_input(approved.arguments)
     refused = check_tool_call(engine, run, tool, approved.arguments, data)
     if refused is not None:
-        return run, refused
-    return invoke_tool(engine, run, tool, approved, record)
+        return run, record, refused
+    run, outcome = invoke_tool(engine, run, tool, approved, record)
+    return run, record, outcome
 
 
 def tool_arguments(
