@@ -47,6 +47,16 @@ class Question:
     confidence: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True)
+class Approved:
+    """A tool call that may go ahead: the arguments to call it with (a person may have
+    edited them) and who approved it, for the tool's access check (`by`: "timeout" when
+    nobody decided in time where that stands; None when nobody was asked)."""
+
+    arguments: dict[str, Any]
+    by: str | None = None
+
+
 def ask_person(
     engine: Engine,
     run: RunView,
@@ -339,14 +349,14 @@ def tool_approval(
     tool: dict[str, Any],
     arguments: dict[str, Any],
     record: StepRecord,
-) -> tuple[RunView, dict[str, Any] | Failed | NeedsApproval]:
+) -> tuple[RunView, Approved | Failed | NeedsApproval]:
     """Before a tool call: the BEFORE_TOOL_CALL checkpoint, an action restriction that
     requires approval, an EXECUTE tool the run's starter has no grant for. One request
-    covers them all. Answers the arguments to call with, Failed (REJECTED, TIMEOUT) when a
-    person said no, or NeedsApproval."""
+    covers them all. Answers the call Approved (with the arguments to call with), Failed
+    (REJECTED, TIMEOUT) when a person said no, or NeedsApproval."""
     checkpoint, reasons, risk = tool_checkpoint(engine, run, tool, arguments)
     if checkpoint is None:
-        return run, arguments
+        return run, Approved(arguments)
     function = tool.get("function_schema") or {}
     run, verdict = ask_person(
         engine,
@@ -373,22 +383,24 @@ def tool_approval(
                 "arguments": arguments,
             },
         ),
-        steps=[replace(record, status="WAITING")],
+        steps=[record.waiting()],
         events=Events(),
     )
-    if verdict is None or isinstance(verdict, NeedsApproval):
-        return run, arguments if verdict is None else verdict
+    if verdict is None:
+        return run, Approved(arguments)
+    if isinstance(verdict, NeedsApproval):
+        return run, verdict
     if verdict.outcome == hitl.PROCEED and checkpoint.trigger != "BEFORE_TOOL_CALL":
         # A timeout never stands in for a person where a person is required.
         verdict = replace(verdict, outcome=hitl.ABORT)
     if verdict.outcome in (hitl.REJECT, hitl.ABORT):
         return run, refused_call(verdict, tool)
     run = lock(engine, run, verdict)
-    record.approved_by = verdict.decided_by or "timeout"  # type: ignore[attr-defined]
+    by = verdict.decided_by or "timeout"
     if verdict.outcome == hitl.EDIT:
         run = run.noted("tool.arguments_edited", step=step["name"], by=verdict.decided_by)
-        return run, dict(verdict.payload)
-    return run, arguments
+        return run, Approved(dict(verdict.payload), by)
+    return run, Approved(arguments, by)
 
 
 def refused_call(verdict: hitl.ApprovalVerdict, tool: dict[str, Any]) -> Failed:

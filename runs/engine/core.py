@@ -303,11 +303,11 @@ class Engine:
         events.add("step.started", step=step["name"], type=step["type"])
         outcome: Completed | Failed | OverBudget | NeedsApproval
         if step["type"] == "TOOL_CALL":
-            run, outcome = tool_steps.tool_step(self, run, step, record)
+            run, record, outcome = tool_steps.tool_step(self, run, step, record)
         else:
-            run, outcome = thoughts.thought_step(self, run, step, record)
+            run, record, outcome = thoughts.thought_step(self, run, step, record)
         if isinstance(outcome, Completed):
-            record.status, record.output = "COMPLETED", outcome.output
+            record = record.completed(outcome.output)
             run = self._new_state(run, step, outcome.output, events)
             events.add("step.finished", step=step["name"], status="COMPLETED")
             run = self._go_on(run, step, position, events, [record])
@@ -315,9 +315,10 @@ class Engine:
         if isinstance(outcome, OverBudget):
             # No room for the step's next call: it waits with the run (BLOCKED), or fails.
             limit = outcome.limit
-            record.status = "WAITING" if limit.blocks else "FAILED"
-            record.error_code, record.error_message = limit.code, str(limit)
-            if not limit.blocks:
+            record = record.failed(limit.code, str(limit))
+            if limit.blocks:
+                record = record.waiting()
+            else:
                 events.add("step.finished", step=step["name"], status="FAILED", error=limit.code)
             run = self._later(run, [record], events)
             return endings.limit_reached(self, run, limit), False
@@ -337,13 +338,12 @@ class Engine:
         """A failed step: a rate limit's wait, the retry policy's next attempt, a re-plan
         after a person's rejection (ALTERNATIVE_PATH), the ON_FAILURE checkpoint, or the
         run fails."""
-        record.status, record.error_code = "FAILED", failure.code
-        record.error_message = failure.message
+        record = record.failed(failure.code, failure.message)
         if failure.retry_after_s is not None:
             # A rate limit: the same attempt runs again when the limit has room; the
             # retry policy's attempts are for failures, not for waiting one's turn.
             delay = max(failure.retry_after_s, 0.05)
-            record.status = "WAITING"
+            record = record.waiting()
             events.add("step.rate_limited", step=step["name"], delay_s=round(delay, 3))
             return self._schedule(run, RetryAt(delay), [record], events), False
         events.add(

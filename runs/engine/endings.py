@@ -112,8 +112,15 @@ def run_review(
     mechanism = run.definition["logic_gate"]["review_mechanism"]
     if not mechanism.get("enabled"):
         return run, "passed"
-    record = StepRecord("review", len(run.plan or []), "Review", "REVIEW", "RUNNING", run.iteration)
-    record.attempt = run.attempt
+    record = StepRecord(
+        "review",
+        len(run.plan or []),
+        "Review",
+        "REVIEW",
+        "RUNNING",
+        run.iteration,
+        attempt=run.attempt,
+    )
     model = RecordingModel(engine, run, record)
     try:
         result = review.review(
@@ -125,12 +132,14 @@ def run_review(
     except LimitReached as limit:  # a judge's call had no room
         return limit_reached(engine, model.run, limit), "stop"
     run = model.run
-    record.output = {
-        "passed": result.passed,
-        "detail": result.detail,
-        "judge": result.judge,
-        "passed_criteria": list(result.passed_criteria),
-    }
+    record = record.changed(
+        output={
+            "passed": result.passed,
+            "detail": result.detail,
+            "judge": result.judge,
+            "passed_criteria": list(result.passed_criteria),
+        }
+    )
     for index, (criterion, judged) in enumerate(result.verdicts):
         run = engine._record(
             run,
@@ -139,12 +148,11 @@ def run_review(
             ),
         )
     if result.human_review or (not result.passed and mechanism["on_failure"] == "ESCALATE"):
-        record.status = "WAITING"
-        record.error_message = result.detail
+        record = record.waiting(result.detail)
         events.add("review.escalated", detail=result.detail)
         return review_to_person(engine, run, output, result, record, events), "stop"
     if result.passed:
-        record.status = "COMPLETED"
+        record = record.changed(status="COMPLETED")
         events.add("review.passed", criteria=list(result.passed_criteria))
         return engine._later(run, [record], Events()), "passed"
     return review_failed(engine, run, result, record, events)
@@ -160,8 +168,7 @@ def review_failed(
     """A failed review: a judge that failed goes by the retry policy; a failed output by
     the mechanism's on_failure (another pass, re-planned under ALTERNATIVE_PATH, or FAIL)."""
     mechanism = run.definition["logic_gate"]["review_mechanism"]
-    record.status, record.error_message = "FAILED", result.detail
-    record.error_code = result.error_code or VALIDATION_ERROR
+    record = record.failed(result.error_code or VALIDATION_ERROR, result.detail)
     events.add("review.failed", detail=result.detail, on_failure=mechanism["on_failure"])
     if result.error_code:  # the judge itself failed: the retry policy decides
         policy = run.definition["logic_gate"]["retry_policy"]

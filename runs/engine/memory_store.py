@@ -967,8 +967,7 @@ class InMemoryRunStore(DispatchingStore):
         now = self.clock()
         kept = self.pii.kept
         steps = [
-            replace(
-                step,
+            step.changed(
                 input=kept(run.definition, step.input),
                 output=kept(run.definition, step.output),
                 error_message=kept(run.definition, step.error_message),

@@ -122,18 +122,16 @@ def plan_pass(
     if isinstance(reply, OverBudget):
         return run, reply
     if isinstance(reply, Failed):
-        record.status, record.error_code = "FAILED", reply.code
-        record.error_message = reply.message
+        record = record.failed(reply.code, reply.message)
         message = f"planning: {reply.message}"
         return endings.fail(engine, run, reply.code, message, events, [record]), None
     proposed = planning.parse_dynamic_plan(reply, run.definition, names)
     if isinstance(proposed, planning.PlanRejected):
-        record.status, record.error_code = "FAILED", VALIDATION_ERROR
-        record.error_message = proposed.message
+        record = record.failed(VALIDATION_ERROR, proposed.message)
         message = proposed.message
         return endings.fail(engine, run, VALIDATION_ERROR, message, events, [record]), None
     plan, notes = planning.reconcile_for(run.definition, static, proposed)
-    record.output = {"proposed": [s["name"] for s in proposed], "notes": notes}
+    record = record.completed({"proposed": [s["name"] for s in proposed], "notes": notes})
     events.add("plan.reconciled", notes=notes, steps=[s["name"] for s in plan])
     return engine._later(run, [record], Events()), plan
 

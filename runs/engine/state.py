@@ -15,8 +15,14 @@ HISTORY_KEY = "_iterations"  # the outputs of earlier passes, for loop control
 REVIEW_RETRIES_KEY = "_review_retries"
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepRecord:
+    """One attempt of a step in one pass, as the store writes it (a `StepRun` row), frozen
+    as `RunView` is: a step's outcome is a new record (`completed`, `failed`, `waiting`,
+    or `changed`), bound where the engine goes on from it, never the old one changed.
+
+    Not slotted, for `RunView`'s reason: `changed` copies the `__dict__`."""
+
     key: str
     position: int
     name: str
@@ -29,6 +35,39 @@ class StepRecord:
     error_code: str = ""
     error_message: str = ""
     started_at: Any = None
+
+    def changed(self, **changes: Any) -> StepRecord:
+        """This record with `changes` to its fields: what `dataclasses.replace` answers,
+        without running `__init__` again."""
+        unknown = changes.keys() - _STEP_FIELD_NAMES
+        if unknown:
+            raise TypeError(f"StepRecord has no field {', '.join(sorted(unknown))}")
+        record = object.__new__(StepRecord)
+        record.__dict__.update(self.__dict__, **changes)  # before anyone sees it
+        return record
+
+    def with_input(self, value: Any) -> StepRecord:
+        """The record with what the step was given (a prompt, a tool call's arguments)."""
+        return self.changed(input=value)
+
+    def completed(self, output: Any) -> StepRecord:
+        """The step finished with `output`."""
+        return self.changed(status="COMPLETED", output=output)
+
+    def failed(self, code: str, message: str) -> StepRecord:
+        """The step failed with an error code and why."""
+        return self.changed(status="FAILED", error_code=code, error_message=message)
+
+    def waiting(self, detail: str | None = None) -> StepRecord:
+        """The step waits (on a person, a limit with no room, a rate limit's turn); `detail`
+        says why when given, else the record's error, if any, stays: the failure it waits
+        to try again after."""
+        if detail is None:
+            return self.changed(status="WAITING")
+        return self.changed(status="WAITING", error_message=detail)
+
+
+_STEP_FIELD_NAMES = frozenset(f.name for f in fields(StepRecord))
 
 
 # Every kind of event a trace records (`RunEvent.type`): what the trace page, its websocket

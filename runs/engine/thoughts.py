@@ -180,8 +180,9 @@ def prompt_messages(
 
 def thought_step(
     engine: Engine, run: RunView, step: dict[str, Any], record: StepRecord
-) -> tuple[RunView, Completed | Failed | OverBudget]:
-    """A THOUGHT step: one model call under the entity's prompt, its answer screened."""
+) -> tuple[RunView, StepRecord, Completed | Failed | OverBudget]:
+    """A THOUGHT step: one model call under the entity's prompt, its answer screened. The
+    step's record as it goes on (its input the prompt), and the outcome."""
     output_schema = run.definition["io_contract"]["output"]["schema"]
     data = engine._data(run)
     template = step.get("prompt_template") or (
@@ -195,17 +196,17 @@ def thought_step(
     request = model_request(
         engine, run, messages=messages, response_schema=schema, purpose="THOUGHT"
     )
-    record.input = {"prompt": instruction}
+    record = record.with_input({"prompt": instruction})
     run, reply = call_model(engine, run, record, request)
     if isinstance(reply, Failed | OverBudget):
-        return run, reply
+        return run, record, reply
     if schema is not None and not isinstance(reply.parsed, dict):
-        return run, Failed("LLM_ERROR", "the model did not answer the JSON asked for")
+        return run, record, Failed("LLM_ERROR", "the model did not answer the JSON asked for")
     output = reply.parsed if schema is not None else {"text": reply.content}
     run, screened = screened_output(engine, run, step, record, output)
     if isinstance(screened, Failed | OverBudget):
-        return run, screened
-    return run, Completed(screened)
+        return run, record, screened
+    return run, record, Completed(screened)
 
 
 def screened_output(

@@ -30,26 +30,28 @@ if TYPE_CHECKING:
 
 def tool_step(
     engine: Engine, run: RunView, step: dict[str, Any], record: StepRecord
-) -> tuple[RunView, Completed | Failed | OverBudget | NeedsApproval]:
+) -> tuple[RunView, StepRecord, Completed | Failed | OverBudget | NeedsApproval]:
     """A TOOL_CALL step: its arguments (mapped, or asked of the model), a person's approval
-    where one is needed, the safety rails, then the call (or its recorded result)."""
+    where one is needed, the safety rails, then the call (or its recorded result). The
+    step's record as it goes on (its input the arguments), and the outcome."""
     tools = {t["tool_id"]: t for t in run.definition["capabilities"]["tools"]}
     tool = tools.get(step["tool_id"])
     if tool is None or "function_schema" not in tool:
-        return run, Failed(VALIDATION_ERROR, f"tool {step['tool_id']!r} is not available")
+        return run, record, Failed(VALIDATION_ERROR, f"tool {step['tool_id']!r} is not available")
     data = engine._data(run)
     run, arguments = tool_arguments(engine, run, step, tool, record, data)
     if not isinstance(arguments, dict):
-        return run, arguments
-    record.input = arguments
+        return run, record, arguments
+    record = record.with_input(arguments)
     run, approved = checkpoints.tool_approval(engine, run, step, tool, arguments, record)
-    if not isinstance(approved, dict):
-        return run, approved
-    record.input = approved
-    refused = check_tool_call(engine, run, tool, approved, data)
+    if not isinstance(approved, checkpoints.Approved):
+        return run, record, approved
+    record = record.with_input(approved.arguments)
+    refused = check_tool_call(engine, run, tool, approved.arguments, data)
     if refused is not None:
-        return run, refused
-    return invoke_tool(engine, run, tool, approved, record)
+        return run, record, refused
+    run, outcome = invoke_tool(engine, run, tool, approved, record)
+    return run, record, outcome
 
 
 def tool_arguments(
@@ -95,7 +97,7 @@ def invoke_tool(
     engine: Engine,
     run: RunView,
     tool: dict[str, Any],
-    arguments: dict[str, Any],
+    approved: checkpoints.Approved,
     record: StepRecord,
 ) -> tuple[RunView, Completed | Failed | OverBudget]:
     """The tool call with its idempotency key, recorded the moment it returns; a replay
@@ -103,13 +105,13 @@ def invoke_tool(
     key = f"{run.id}:{record.key}:{record.iteration}:{record.attempt}"
     invocation = ToolInvocation(
         tool=tool,
-        arguments=arguments,
+        arguments=approved.arguments,
         idempotency_key=key,
         workspace_id=run.workspace_id,
         run_id=run.id,
         sandbox=bool(tool.get("sandbox_mode")),
         caller_id=run.created_by_id,
-        approved_by=getattr(record, "approved_by", None),
+        approved_by=approved.by,
     )
     recorded = engine.store.recall(run, ResultKey(key))
     if recorded is not None:
