@@ -362,8 +362,7 @@ class EntityCreateSerializer(StrictSerializer):
         max_length=50, help_text="A workspace's id or slug, one where you design."
     )
     definition = DefinitionField(
-        help_text="The definition in the exchange format; sections left out "
-        "take their defaults."
+        help_text="The definition in the exchange format; sections left out take their defaults."
     )
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:

@@ -103,7 +103,8 @@ class ExecutionOptionsSerializer(StrictSerializer):
 
 
 class ExecuteSerializer(StrictSerializer):
-    """What to run: the input, what the caller keeps with the run, and how (waiting for the end or not, a webhook)."""
+    """What to run: the input, what the caller keeps with the run, and how (waiting for the
+    end or not, a webhook)."""
 
     # Objects, and the schema says so: a DictField refuses anything else, null included.
     input_data = serializers.DictField(
@@ -491,8 +492,7 @@ class RunDetail(APIView):
 @extend_schema(
     tags=["runs"],
     summary="A run's trace tree",
-    description="The nested tree below the run, each node with its tool "
-    "calls and model calls.",
+    description="The nested tree below the run, each node with its tool calls and model calls.",
     responses={200: TraceSerializer, **error_responses(404)},
 )
 class RunTrace(APIView):
