@@ -10,6 +10,7 @@ one level or one node; deeper subtrees stay collapsed, with their child count.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,13 +18,24 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
 from django.utils import timezone
 
+from entities.selectors import entity_list
+from governance.safety import ENCRYPTED_PREFIX
 from governance.safety import pii_shown as shown
 from runs.approval_desk import RequestShown, approval_desk
-from runs.models import ACTIVE, LLMCall, Run, RunEvent, StepRun, ToolCall, TraceSequence
+from runs.models import (
+    ACTIVE,
+    LLMCall,
+    Run,
+    RunEvent,
+    RunStatus,
+    StepRun,
+    ToolCall,
+    TraceSequence,
+)
 from runs.selectors import run_list
 
 # What a node's row shows; the wide columns (input, output, state, plan) wait for its details.
@@ -48,11 +60,22 @@ NODE_FIELDS = (
     "group_index",
     "entity_id",
     "entity__name",
+    "entity__display_name",
     "entity__type",
+    "parent_step_key",
 )
 CHILD_ORDER = ("created_at", "group_index", "id")
 MAX_ROWS = 200  # ids in one refresh of live rows
 MAX_EVENTS = 500  # a node's own events shown in its details (the newest)
+MAX_FOUND = 200  # nodes one search or status filter returns (the first, in tree order)
+# The page's status filter: each choice and the statuses it takes in.
+STATUS_FILTERS: dict[str, tuple[str, ...]] = {
+    "failed": (RunStatus.FAILED,),
+    "running": (RunStatus.RUNNING, RunStatus.PENDING),
+    "waiting": (RunStatus.WAITING, RunStatus.PAUSED, RunStatus.BLOCKED),
+    "completed": (RunStatus.COMPLETED,),
+    "cancelled": (RunStatus.CANCELLED,),
+}
 
 
 class BadRequest(ValueError):
@@ -70,7 +93,20 @@ def _run_in_trace(user: Any, trace_id: Any, node_id: Any) -> Run:
         raise Http404("no such run in this trace") from None
 
 
-def _child_counts(user: Any, parent_ids: Iterable[Any]) -> dict[Any, int]:
+@dataclass(frozen=True)
+class Below:
+    """What a node's children add up to: how many, and their counters (which include their
+    own descendants'), so that a node's own share is its counter less theirs."""
+
+    children: int = 0
+    tokens: int = 0
+    cost: Decimal = Decimal(0)
+    llm_calls: int = 0
+    tool_calls: int = 0
+
+
+def _below(user: Any, parent_ids: Iterable[Any]) -> dict[Any, Below]:
+    """Per parent, its children's count and summed counters. One query."""
     ids = list(parent_ids)
     if not ids:
         return {}
@@ -80,9 +116,40 @@ def _child_counts(user: Any, parent_ids: Iterable[Any]) -> dict[Any, int]:
         .filter(parent_id__in=ids)
         .order_by()
         .values("parent_id")
-        .annotate(n=Count("id"))
+        .annotate(
+            n=Count("id"),
+            tokens=Sum("total_tokens"),
+            cost=Sum("total_cost_usd"),
+            llm=Sum("llm_calls"),
+            tool=Sum("tool_calls"),
+        )
     )
-    return {row["parent_id"]: row["n"] for row in rows}
+    return {
+        row["parent_id"]: Below(
+            children=row["n"],
+            tokens=row["tokens"] or 0,
+            cost=Decimal(str(row["cost"] or 0)),
+            llm_calls=row["llm"] or 0,
+            tool_calls=row["tool"] or 0,
+        )
+        for row in rows
+    }
+
+
+def _step_names(rows: Iterable[Run]) -> dict[tuple[str, str], str]:
+    """The name of the parent's step that started each row, by (parent id, step key). One
+    query over the steps of the rows' parents (which the caller has already read, scoped)."""
+    wanted = {
+        (str(run.parent_id), run.parent_step_key.rsplit("#", 1)[0])
+        for run in rows
+        if run.parent_id and run.parent_step_key
+    }
+    if not wanted:
+        return {}
+    found = StepRun.objects.filter(
+        run_id__in={parent for parent, _ in wanted}, step_key__in={key for _, key in wanted}
+    ).values_list("run_id", "step_key", "name")
+    return {(str(run_id), key): name for run_id, key, name in found}
 
 
 def _lineage(run: Run) -> list[str]:
@@ -126,12 +193,30 @@ def pretty_json(value: Any) -> str:
     return json.dumps(shown(value), indent=2, ensure_ascii=False, sort_keys=False, default=str)
 
 
-def _decorate(run: Run, counts: dict[Any, int], now: datetime) -> Run:
-    run.child_count = counts.get(run.pk, 0)
+def entity_label(entity: Any) -> str:
+    """How the page names an entity: its display name, else its name."""
+    return (getattr(entity, "display_name", "") or entity.name) if entity is not None else ""
+
+
+def _decorate(
+    run: Run,
+    below: dict[Any, Below],
+    now: datetime,
+    steps: dict[tuple[str, str], str] | None = None,
+) -> Run:
+    under = below.get(run.pk, Below())
+    run.child_count = under.children
     run.duration = duration_label(run, now)
     run.cost = usd(run.total_cost_usd)
+    # The counters include the runs below; a node's own share is what its children leave.
+    run.own_tokens = max(0, (run.total_tokens or 0) - under.tokens)
+    run.own_cost = usd(max(Decimal(0), Decimal(str(run.total_cost_usd or 0)) - under.cost))
+    run.own_llm_calls = max(0, (run.llm_calls or 0) - under.llm_calls)
+    run.own_tool_calls = max(0, (run.tool_calls or 0) - under.tool_calls)
     run.is_active = run.status in ACTIVE
     run.children_loaded = None  # a list when the page renders the children too
+    key = run.parent_step_key.rsplit("#", 1)[0] if run.parent_step_key else ""
+    run.step_name = (steps or {}).get((str(run.parent_id), key), "") if key else ""
     return run
 
 
@@ -172,10 +257,11 @@ def trace_page(*, user: Any, run_id: Any) -> TracePage:
     by_id = {str(row.pk): row for row in rows}
     if str(focus.trace_id) not in by_id:
         raise Http404("this run's trace has no root")
-    counts = _child_counts(user, by_id)
+    below = _below(user, by_id)
+    steps = _step_names(rows)
     now = timezone.now()
     for row in rows:
-        _decorate(row, counts, now)
+        _decorate(row, below, now, steps)
     for row in rows:
         if str(row.pk) in opened:
             row.children_loaded = []
@@ -198,9 +284,10 @@ def node_children(*, user: Any, trace_id: Any, node_id: Any) -> tuple[Run, list[
     """A node and its children rows, each with its own child count. Three queries."""
     parent = _run_in_trace(user, trace_id, node_id)
     children = list(_nodes(user).filter(parent_id=parent.pk).order_by(*CHILD_ORDER))
-    counts = _child_counts(user, [child.pk for child in children])
+    below = _below(user, [child.pk for child in children])
+    steps = _step_names(children)
     now = timezone.now()
-    return parent, [_decorate(child, counts, now) for child in children]
+    return parent, [_decorate(child, below, now, steps) for child in children]
 
 
 def node_rows(*, user: Any, trace_id: Any, ids: list[str]) -> list[Run]:
@@ -210,9 +297,10 @@ def node_rows(*, user: Any, trace_id: Any, ids: list[str]) -> list[Run]:
     wanted = {pk for run in named for pk in _lineage(run)} - {str(run.pk) for run in named}
     ancestors = list(_nodes(user).filter(trace_id=trace_id, pk__in=wanted)) if wanted else []
     rows = sorted([*named, *ancestors], key=lambda run: (run.depth, run.created_at))
-    counts = _child_counts(user, [run.pk for run in rows])
+    below = _below(user, [run.pk for run in rows])
+    steps = _step_names(rows)
     now = timezone.now()
-    return [_decorate(run, counts, now) for run in rows]
+    return [_decorate(run, below, now, steps) for run in rows]
 
 
 def parse_ids(raw: str) -> list[str]:
@@ -234,6 +322,59 @@ def parse_ids(raw: str) -> list[str]:
 
 
 @dataclass
+class Found:
+    """The nodes of a trace a status filter or a search picks, and the ancestors to open to
+    show them all."""
+
+    matches: list[str]
+    ancestors: list[str]
+    more: bool  # more than MAX_FOUND matched: the first are shown
+
+    def as_json(self) -> dict[str, Any]:
+        return {"matches": self.matches, "open": self.ancestors, "more": self.more}
+
+
+def parse_filter(status: str, query: str) -> tuple[str, str]:
+    """`?status=` (all or one of STATUS_FILTERS) and `?q=` (a name, at most 100 characters)
+    of a find; BadRequest names what is wrong."""
+    status = (status or "all").strip().lower()
+    if status != "all" and status not in STATUS_FILTERS:
+        raise BadRequest(f"status: {status[:40]!r} is not one of all, " + ", ".join(STATUS_FILTERS))
+    query = (query or "").strip()
+    if len(query) > 100:
+        raise BadRequest("q: at most 100 characters")
+    return status, query
+
+
+def trace_find(*, user: Any, trace_id: Any, status: str = "all", query: str = "") -> Found:
+    """The trace's nodes of a status (see STATUS_FILTERS) whose entity or starting step is
+    named like `query` (the first 50 steps so named count), the first MAX_FOUND, shallowest
+    first, with every ancestor of each (to open). Three queries whatever the trace's size;
+    another workspace's trace finds nothing."""
+    root = _nodes(user).filter(pk=trace_id, trace_id=trace_id).values_list("pk", flat=True)
+    if not root.exists():
+        raise Http404("no such trace")
+    nodes = run_list(user=user).select_related(None).filter(trace_id=trace_id)
+    if status != "all":
+        nodes = nodes.filter(status__in=STATUS_FILTERS[status])
+    if query:
+        named = Q(entity__name__icontains=query) | Q(entity__display_name__icontains=query)
+        steps = StepRun.objects.filter(run__trace_id=trace_id, name__icontains=query)
+        started_by = {
+            f"{run_id}|{key}" for run_id, key in steps.values_list("run_id", "step_key")[:50]
+        }
+        by_step = Q()
+        for pair in started_by:
+            parent, key = pair.split("|", 1)
+            by_step |= Q(parent_id=parent, parent_step_key__startswith=f"{key}#")
+        nodes = nodes.filter(named | by_step) if started_by else nodes.filter(named)
+    rows = list(nodes.order_by("depth", *CHILD_ORDER).values_list("pk", "lineage")[: MAX_FOUND + 1])
+    matches = [str(pk) for pk, _ in rows[:MAX_FOUND]]
+    ancestors = list(dict.fromkeys(str(a) for _, lineage in rows[:MAX_FOUND] for a in lineage))
+    return Found(matches=matches, ancestors=ancestors, more=len(rows) > MAX_FOUND)
+
+
+@dataclass
 class NodeDetail:
     run: Run
     plan: list[dict]
@@ -246,9 +387,21 @@ class NodeDetail:
     approvals: list[RequestShown]
 
 
-def node_detail(*, user: Any, trace_id: Any, node_id: Any) -> NodeDetail:
+# What a node's row knows that its details show too (the page passes its decorated row).
+ROW_FACTS = (
+    "child_count",
+    "own_tokens",
+    "own_cost",
+    "own_llm_calls",
+    "own_tool_calls",
+    "step_name",
+)
+
+
+def node_detail(*, user: Any, trace_id: Any, node_id: Any, row: Run | None = None) -> NodeDetail:
     """Everything one node recorded: its steps, plan, state changes, model and tool calls and
-    requests to people. Six queries."""
+    requests to people. Six to nine queries (two fewer when the page gives the node's `row`,
+    which already knows its children's share and the step that started it)."""
     try:
         run = (
             run_list(user=user)
@@ -258,8 +411,14 @@ def node_detail(*, user: Any, trace_id: Any, node_id: Any) -> NodeDetail:
         )
     except Run.DoesNotExist:
         raise Http404("no such run in this trace") from None
-    _decorate(run, {}, timezone.now())
+    if row is not None and row.pk == run.pk:
+        _decorate(run, {}, timezone.now())
+        for name in ROW_FACTS:
+            setattr(run, name, getattr(row, name))
+    else:
+        _decorate(run, _below(user, [run.pk]), timezone.now(), _step_names([run]))
     plan, source = plan_of(run)
+    plan = _named_targets(user, run, plan)
     events = list(RunEvent.objects.filter(run_id=run.pk).order_by("-seq")[: MAX_EVENTS + 1])
     return NodeDetail(
         run=run,
@@ -272,6 +431,61 @@ def node_detail(*, user: Any, trace_id: Any, node_id: Any) -> NodeDetail:
         more_events=len(events) > MAX_EVENTS,
         approvals=approval_desk().requests_of_run(run_id=run.pk),
     )
+
+
+# How the engine's log marks what an entity's audit settings leave out (runs/engine/thoughts.py).
+NOT_LOGGED_MARK = "[not logged:"
+# Personal data as the log keeps it under pii_handling: REDACT's pieces as shown, and
+# ENCRYPT's tokens (governance/safety.py).
+_SEALED_PIECES = re.compile(
+    r"\[REDACTED:[A-Z_]+\]|" + re.escape(ENCRYPTED_PREFIX) + r"[A-Za-z0-9_\-]+=*"
+)
+
+
+def oversight_of(definition: Any) -> dict[str, Any]:
+    governance = definition.get("governance") if isinstance(definition, dict) else None
+    oversight = (governance or {}).get("human_oversight") if isinstance(governance, dict) else None
+    return oversight if isinstance(oversight, dict) else {}
+
+
+def model_call_shown(call: LLMCall, definition: dict) -> dict[str, Any]:
+    """A model call as the details show it: prompt and response as a person may see them,
+    what the model answered through a tool or a schema when it wrote no text, and when the
+    response is empty, why (`note`), in the words of the entity's settings."""
+    metadata = call.metadata if isinstance(call.metadata, dict) else {}
+    structured = metadata.get("tool_arguments") or metadata.get("parsed")
+    response = shown(call.output_response or "")
+    note = ""
+    if not response.strip():
+        oversight = oversight_of(definition)
+        observability = definition.get("observability") if isinstance(definition, dict) else None
+        logging = (observability or {}).get("logging") or {}
+        audit = oversight.get("audit_level") or ""
+        if structured is not None:
+            note = "The model wrote no text: it answered with structured data, shown below."
+        elif (
+            NOT_LOGGED_MARK in (call.input_prompt or "")
+            or audit == "MINIMAL"
+            or logging.get("log_thoughts") is False
+        ):
+            why = "audit level MINIMAL" if audit == "MINIMAL" else "log_thoughts is off"
+            note = f"Not logged: this entity's audit settings leave the model's text out ({why})."
+        else:
+            note = "The model answered with no text (an empty response)."
+    elif not _SEALED_PIECES.sub("", response).strip():
+        pii = oversight_of(definition).get("pii_handling") or "REDACT"
+        note = (
+            f"Not logged in clear: personal data handling ({pii}) kept the whole answer out "
+            "of the log; only its sealed form is stored."
+        )
+    return {
+        "call": call,
+        "prompt": shown(call.input_prompt or ""),
+        "response": response,
+        # Shown when the text is empty: otherwise it repeats what the text says.
+        "structured_json": pretty_json(structured) if structured is not None and note else "",
+        "note": note,
+    }
 
 
 def plan_of(run: Run) -> tuple[list[dict], str]:
@@ -290,15 +504,44 @@ def plan_of(run: Run) -> tuple[list[dict], str]:
 
 def _plan_step(step: dict) -> dict:
     target = step.get("target") if isinstance(step.get("target"), dict) else {}
+    tool = step.get("tool_id") or target.get("tool_id") or ""
+    entity = "" if tool else step.get("target_entity") or target.get("entity_id") or ""
     return {
         "name": str(step.get("name", "")),
         "type": str(step.get("type", "")),
-        "target": step.get("tool_id")
-        or step.get("target_entity")
-        or target.get("tool_id")
-        or target.get("entity_id")
-        or "",
+        "target": str(tool or entity),
+        "target_ref": str(entity),  # an entity's ref, named by `_named_targets`
         "relationship": step.get("relationship") or "",
         "required": step.get("required", True),
         "condition": pretty_json(step["condition"]) if step.get("condition") else "",
     }
+
+
+def _named_targets(user: Any, run: Run, plan: list[dict]) -> list[dict]:
+    """The plan with each entity target named as people know it (display name, else name)
+    instead of its ref (`agent-001`, or an id). One query, in the run's workspace."""
+    refs = {step["target_ref"] for step in plan if step["target_ref"]}
+    if not refs:
+        return plan
+    ids = []
+    for ref in refs:
+        try:
+            ids.append(uuid.UUID(ref))
+        except ValueError:
+            continue
+    found = (
+        entity_list(user=user)
+        .filter(workspace_id=run.workspace_id)
+        .filter(Q(external_id__in=refs) | Q(pk__in=ids))
+        .values_list("id", "external_id", "name", "display_name")
+    )
+    names: dict[str, str] = {}
+    for pk, external_id, name, display_name in found:
+        label = display_name or name
+        names[str(pk)] = label
+        if external_id:
+            names[external_id] = label
+    for step in plan:
+        if step["target_ref"] in names:
+            step["target"] = names[step["target_ref"]]
+    return plan

@@ -13,21 +13,25 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import path
 from django.views.decorators.http import require_GET
 from django_htmx.middleware import HtmxDetails
 
 from governance.permissions import OPERATE, has_perm_in
-from runs.models import ACTIVE
+from runs.models import TERMINAL
 from runs.trace_page import (
+    STATUS_FILTERS,
     BadRequest,
+    model_call_shown,
     node_children,
     node_detail,
     node_rows,
+    parse_filter,
     parse_ids,
     pretty_json,
+    trace_find,
     trace_page,
 )
 
@@ -46,13 +50,13 @@ def run_trace(request: HtmxHttpRequest, pk: Any) -> HttpResponse:
         "focus_id": page.focus.pk,
         "trace_id": page.root.pk,
         "socket_path": f"/ws/runs/{page.root.pk}/",
-        "may_operate": has_perm_in(request.user, OPERATE, workspace_id=page.root.workspace_id),
-        "cancellable": page.root.status in ACTIVE,
+        **_head_context(request, page.root),
+        "status_filters": ["all", *STATUS_FILTERS],
         "detail": None,
     }
     if page.focus.pk != page.root.pk:
         # A link to one run of the trace (from an approval, an alert) opens its details.
-        context.update(_detail_context(request, page.root.pk, page.focus.pk))
+        context.update(_detail_context(request, page.root.pk, page.focus.pk, row=page.focus))
     return render(request, "runs/trace.html", context)
 
 
@@ -81,12 +85,42 @@ def trace_rows(request: HtmxHttpRequest, pk: Any) -> HttpResponse:
     except BadRequest as problem:
         return HttpResponse(str(problem), status=400, content_type="text/plain; charset=utf-8")
     rows = node_rows(user=request.user, trace_id=pk, ids=ids)
-    return render(request, "runs/_trace_nodes.html", {"nodes": rows, "trace_id": pk, "rows": True})
+    context: dict[str, Any] = {"nodes": rows, "trace_id": pk, "rows": True}
+    # Every refresh brings the root (an ancestor of every node): the header follows its state.
+    root = next((row for row in rows if row.pk == row.trace_id), None)
+    if root is not None:
+        context.update(_head_context(request, root), root=root, head=True)
+    return render(request, "runs/_trace_nodes.html", context)
 
 
-def _detail_context(request: HttpRequest, trace_id: Any, node_id: Any) -> dict:
-    detail = node_detail(user=request.user, trace_id=trace_id, node_id=node_id)
+@login_required
+@require_GET
+def trace_search(request: HtmxHttpRequest, pk: Any) -> HttpResponse:
+    """The nodes a status filter or a name search picks, and the ancestors to open to show
+    them (JSON for the page's script); `?status=failed` alone is "expand the failed path"."""
+    try:
+        status, query = parse_filter(request.GET.get("status", ""), request.GET.get("q", ""))
+    except BadRequest as problem:
+        return HttpResponse(str(problem), status=400, content_type="text/plain; charset=utf-8")
+    found = trace_find(user=request.user, trace_id=pk, status=status, query=query)
+    return JsonResponse(found.as_json())
+
+
+def _head_context(request: HttpRequest, root: Any) -> dict[str, Any]:
+    """What the header shows of the trace's root: live only while the run can still change
+    (a BLOCKED run may be resumed), and Cancel only then (as `run_cancel` takes it)."""
+    ended = root.status in TERMINAL
+    return {
+        "may_operate": has_perm_in(request.user, OPERATE, workspace_id=root.workspace_id),
+        "cancellable": not ended,
+        "run_ended": ended,
+    }
+
+
+def _detail_context(request: HttpRequest, trace_id: Any, node_id: Any, row: Any = None) -> dict:
+    detail = node_detail(user=request.user, trace_id=trace_id, node_id=node_id, row=row)
     run = detail.run
+    definition = run.entity_version.definition if run.entity_version_id else {}
     return {
         "detail": detail,
         "input_json": pretty_json(run.input_data),
@@ -100,6 +134,7 @@ def _detail_context(request: HttpRequest, trace_id: Any, node_id: Any) -> dict:
             }
             for step in detail.steps
         ],
+        "llm_calls": [model_call_shown(call, definition) for call in detail.llm_calls],
         "tool_calls": [
             {
                 "call": call,
@@ -120,6 +155,7 @@ def _detail_context(request: HttpRequest, trace_id: Any, node_id: Any) -> dict:
 urlpatterns = [
     path("<uuid:pk>/", run_trace, name="detail"),
     path("<uuid:pk>/rows/", trace_rows, name="trace_rows"),
+    path("<uuid:pk>/find/", trace_search, name="trace_find"),
     path("<uuid:pk>/nodes/<uuid:node>/", trace_node_detail, name="trace_node"),
     path("<uuid:pk>/nodes/<uuid:node>/children/", trace_node_children, name="trace_children"),
 ]

@@ -9,13 +9,23 @@
  * text, never as HTML); then, a few times a second at most, the rows the events named (and
  * their ancestors, whose counters include them) are fetched from the server, which renders
  * them from the database (the truth, escaped). A node created under an open parent is added
- * there. Opening a node loads its children or its details with htmx. */
+ * there. Opening a node loads its children or its details with htmx.
+ *
+ * The header (#trace-head) says whether the run can still change: the server renders it from
+ * the root's status, and every rows refresh brings it again (the root is an ancestor of every
+ * node), so a run that ends while the page is open stops showing "Live" and "Cancel run".
+ *
+ * Which nodes are open is kept in sessionStorage under the trace's id: a reload opens them
+ * again (loading their children), and closes the ones a person closed.
+ *
+ * The filter bar asks the server (/find/) which nodes a status or a name picks and which
+ * ancestors show them; it opens those and hides the rest. "Expand the failed path" opens
+ * every ancestor of every failed node. */
 (function () {
   "use strict";
 
   const tree = document.getElementById("trace");
   if (!tree) return;
-  const live = document.getElementById("trace-live");
   const socketPath = tree.dataset.socket;
   const rowsUrl = tree.dataset.rows;
   const FLUSH_MS = 50; // how long events gather before their rows are fetched
@@ -37,10 +47,33 @@
     return document.getElementById(id);
   }
 
+  function ended() {
+    const head = byId("trace-head");
+    return Boolean(head && head.dataset.ended === "true");
+  }
+
   function setState(state, text) {
-    if (!live) return;
+    const live = byId("trace-live");
+    if (!live || ended()) return; // an ended run says so, whatever the socket does
     live.dataset.state = state;
     live.textContent = text;
+  }
+
+  const TERMINAL = ["completed", "failed", "cancelled"];
+
+  function showEnded(status) {
+    // At once, before the rows refresh brings the server's header: no Cancel, not live.
+    const head = byId("trace-head");
+    if (!head) return;
+    head.dataset.ended = "true";
+    head.dataset.status = status;
+    const live = byId("trace-live");
+    if (live) {
+      live.dataset.state = "ended";
+      live.textContent = "Ended · " + status.charAt(0).toUpperCase() + status.slice(1);
+    }
+    const cancel = head.querySelector('form[action$="/cancel/"]');
+    if (cancel) cancel.remove();
   }
 
   // -- the socket ----------------------------------------------------------------------------
@@ -120,6 +153,11 @@
         pill.className = `status status-${status}`;
         row.className = row.className.replace(/\bstatus-\S+/, `status-${status}`);
       }
+      const node = byId(`node-${id}`);
+      if (node) node.dataset.status = String(payload.status).toLowerCase();
+      if (id === tree.dataset.trace && TERMINAL.includes(String(payload.status).toLowerCase())) {
+        showEnded(String(payload.status).toLowerCase());
+      }
     }
     const describe = ACTIVITY[event.type];
     const activity = describe && byId(`activity-${event.run_id}`);
@@ -163,6 +201,15 @@
     const template = document.createElement("template");
     template.innerHTML = html;
     // Ancestors come first, so a new node's parent is in place before it.
+    const head = template.content.querySelector("#trace-head");
+    const currentHead = byId("trace-head");
+    if (head && currentHead) {
+      currentHead.replaceWith(head);
+      // Still live: the socket's state, not the server's "Connecting…".
+      if (head.dataset.ended !== "true" && socket && window.hierarchTraceLive) {
+        setState("live", "Live");
+      }
+    }
     const nodes = Array.from(template.content.children).filter((el) => el.matches("li.node"));
     for (const node of nodes) {
       const id = node.dataset.run;
@@ -180,6 +227,7 @@
           if (detailButton && panel) detailButton.setAttribute("aria-expanded", String(!panel.hidden));
           if (wasFocus) fresh.classList.add("is-focus");
           row.replaceWith(fresh);
+          present.dataset.status = node.dataset.status;
           htmx.process(fresh);
         }
         continue;
@@ -200,6 +248,9 @@
           list.replaceChildren();
           list.dataset.loaded = "true";
           list.hidden = false;
+          const toggle = node.querySelector(`[aria-controls="children-${id}"]`);
+          if (toggle) toggle.setAttribute("aria-expanded", "true"); // the arrow says open
+          remember(id, true);
         }
         created.delete(id);
       }
@@ -208,6 +259,7 @@
       node.classList.add("is-new");
       parentList.appendChild(node);
       htmx.process(node);
+      applyFilter();
     }
   }
 
@@ -225,7 +277,9 @@
   function loadInto(target, url, done) {
     // Keep the <details> a person opened open across the reload.
     const open = Array.from(target.querySelectorAll("details[open][data-key]")).map((d) => d.dataset.key);
-    return htmx.ajax("GET", url, { target: target, swap: "innerHTML" }).then(() => {
+    // Its own source: htmx drops a request while the same source has one in flight, and two
+    // lists opened at once (a reload restoring them) would share the body otherwise.
+    return htmx.ajax("GET", url, { source: target, target: target, swap: "innerHTML" }).then(() => {
       for (const key of open) {
         const again = target.querySelector(`details[data-key="${CSS.escape(key)}"]`);
         if (again) again.open = true;
@@ -236,34 +290,225 @@
     });
   }
 
+  // -- which nodes are open, kept across reloads ---------------------------------------------
+
+  const STORE_KEY = `hierarch:trace-open:${tree.dataset.trace}`;
+
+  function stored() {
+    try {
+      const value = JSON.parse(sessionStorage.getItem(STORE_KEY) || "{}");
+      return { open: new Set(value.open || []), closed: new Set(value.closed || []) };
+    } catch (error) {
+      return { open: new Set(), closed: new Set() };
+    }
+  }
+
+  function remember(id, open) {
+    const state = stored();
+    (open ? state.open : state.closed).add(id);
+    (open ? state.closed : state.open).delete(id);
+    try {
+      sessionStorage.setItem(
+        STORE_KEY,
+        JSON.stringify({ open: Array.from(state.open), closed: Array.from(state.closed) })
+      );
+    } catch (error) {
+      // Storage full or refused (private mode): the page works, a reload forgets.
+    }
+  }
+
+  function childrenButton(id) {
+    return document.querySelector(`#row-${CSS.escape(id)} [data-toggle="children"]`);
+  }
+
+  function isOpen(id) {
+    const list = byId(`children-${id}`);
+    return Boolean(list && !list.hidden && list.dataset.loaded !== "false");
+  }
+
+  // Open or close a node's children; resolves once they are in the page.
+  function setChildren(id, open, keep = true) {
+    const button = childrenButton(id);
+    const target = byId(`children-${id}`);
+    if (!button || !target) return Promise.resolve(false);
+    button.setAttribute("aria-expanded", String(open));
+    target.hidden = !open;
+    if (keep) remember(id, open);
+    if (!open || target.dataset.loaded === "true") return Promise.resolve(true);
+    if (target.dataset.loaded === "loading") return target.loading || Promise.resolve(true);
+    target.dataset.loaded = "loading";
+    target.loading = new Promise((resolve) => {
+      loadInto(target, button.dataset.url, () => {
+        target.dataset.loaded = "true";
+        // Children created while the list loaded: add the ones it missed.
+        for (const child of afterLoad.get(id) || []) {
+          created.add(child);
+          pending.add(child);
+        }
+        afterLoad.delete(id);
+        schedule(FLUSH_MS);
+        applyFilter();
+        resolve(true);
+      }).then(() => resolve(false));
+    });
+    return target.loading;
+  }
+
+  // Open every id in `ids` that is in the page, level by level as their parents load.
+  async function openAll(ids, keep) {
+    const wanted = new Set(ids);
+    for (let round = 0; round < 64 && wanted.size; round += 1) {
+      const now = Array.from(wanted).filter((id) => childrenButton(id));
+      if (!now.length) break;
+      now.forEach((id) => wanted.delete(id));
+      await Promise.all(now.filter((id) => !isOpen(id)).map((id) => setChildren(id, true, keep)));
+    }
+  }
+
+  function restore() {
+    const state = stored();
+    const focus = tree.dataset.focus && byId(`row-${tree.dataset.focus}`);
+    for (const id of state.closed) {
+      const node = byId(`node-${id}`);
+      // The path to the run of the address stays open: that is what the link asked for.
+      if (node && !(focus && node.contains(focus) && id !== tree.dataset.focus)) {
+        setChildren(id, false, false);
+      }
+    }
+    return openAll(state.open, false);
+  }
+
   tree.addEventListener("click", (click) => {
     const button = click.target.closest("button[data-toggle]");
     if (!button || !tree.contains(button)) return;
     const target = byId(button.getAttribute("aria-controls"));
     if (!target) return;
     const open = button.getAttribute("aria-expanded") !== "true";
+    if (button.dataset.toggle === "children") {
+      setChildren(button.getAttribute("aria-controls").slice("children-".length), open);
+      return;
+    }
     button.setAttribute("aria-expanded", String(open));
     target.hidden = !open;
-    if (!open) return;
-    if (button.dataset.toggle === "detail") {
-      loadInto(target, button.dataset.url, () => (target.dataset.loaded = "true"));
-    } else if (target.dataset.loaded !== "true" && target.dataset.loaded !== "loading") {
-      const parent = button.getAttribute("aria-controls").slice("children-".length);
-      target.dataset.loaded = "loading";
-      loadInto(target, button.dataset.url, () => {
-        target.dataset.loaded = "true";
-        // Children created while the list loaded: add the ones it missed.
-        for (const id of afterLoad.get(parent) || []) {
-          created.add(id);
-          pending.add(id);
-        }
-        afterLoad.delete(parent);
-        schedule(FLUSH_MS);
+    if (open) loadInto(target, button.dataset.url, () => (target.dataset.loaded = "true"));
+  });
+
+  // -- filter, search, the failed path ---------------------------------------------------------
+
+  const tools = byId("trace-tools");
+  const statusBox = byId("trace-status");
+  const searchBox = byId("trace-search");
+  const foundLine = byId("trace-found");
+  const findUrl = tree.dataset.find;
+  let filter = null; // {shown: Set of ids} while a filter or search is on
+  let asked = 0;
+
+  function say(text) {
+    if (foundLine) foundLine.textContent = text;
+  }
+
+  async function find(status, q) {
+    const params = new URLSearchParams({ status: status, q: q });
+    const response = await fetch(`${findUrl}?${params}`, {
+      credentials: "same-origin",
+      headers: { "HX-Request": "true" },
+    });
+    if (!response.ok) throw new Error(await response.text());
+    return response.json();
+  }
+
+  function applyFilter() {
+    for (const node of tree.querySelectorAll("li.node")) {
+      const hide = Boolean(filter) && !filter.shown.has(node.dataset.run);
+      node.classList.toggle("filtered-out", hide);
+      node.classList.toggle("is-match", Boolean(filter) && filter.matches.has(node.dataset.run));
+    }
+  }
+
+  async function refilter() {
+    const status = statusBox ? statusBox.value : "all";
+    const q = searchBox ? searchBox.value.trim() : "";
+    const mine = (asked += 1);
+    if (status === "all" && !q) {
+      filter = null;
+      applyFilter();
+      say("");
+      return;
+    }
+    say("Searching…");
+    let found;
+    try {
+      found = await find(status, q);
+    } catch (error) {
+      if (mine === asked) say(String(error.message || error));
+      return;
+    }
+    if (mine !== asked) return; // a newer question is on its way
+    filter = {
+      matches: new Set(found.matches),
+      shown: new Set([...found.matches, ...found.open, tree.dataset.trace]),
+    };
+    applyFilter();
+    await openAll(found.open, false);
+    applyFilter();
+    const n = found.matches.length;
+    say(
+      n === 0
+        ? "No node matches."
+        : n === 1
+          ? "1 node matches."
+          : `${n}${found.more ? "+ (the first shown)" : ""} nodes match.`
+    );
+  }
+
+  async function expandFailedPath() {
+    say("Opening the failed path…");
+    let found;
+    try {
+      found = await find("failed", "");
+    } catch (error) {
+      say(String(error.message || error));
+      return;
+    }
+    await openAll(found.open, true);
+    const n = found.matches.length;
+    say(n === 0 ? "No node failed." : `${n}${found.more ? "+" : ""} failed node${n === 1 ? "" : "s"}, their ancestors open.`);
+    const first = found.matches[0] && byId(`row-${found.matches[0]}`);
+    if (first) first.scrollIntoView({ block: "center" });
+  }
+
+  if (tools) {
+    tools.hidden = false;
+    tools.addEventListener("submit", (submit) => submit.preventDefault());
+    if (statusBox) statusBox.addEventListener("change", refilter);
+    let typing = null;
+    if (searchBox) {
+      searchBox.addEventListener("input", () => {
+        clearTimeout(typing);
+        typing = setTimeout(refilter, 250);
       });
     }
-  });
+    const failedButton = byId("trace-failed-path");
+    if (failedButton) failedButton.addEventListener("click", expandFailedPath);
+    const collapse = byId("trace-collapse");
+    if (collapse) {
+      collapse.addEventListener("click", () => {
+        for (const button of tree.querySelectorAll('[data-toggle="children"][aria-expanded="true"]')) {
+          setChildren(button.getAttribute("aria-controls").slice("children-".length), false);
+        }
+      });
+    }
+  }
 
   const focus = tree.dataset.focus && byId(`row-${tree.dataset.focus}`);
   if (focus && tree.dataset.focus !== tree.dataset.trace) focus.scrollIntoView({ block: "center" });
-  connect();
+  restore().then(() => {
+    tree.dataset.restored = "true";
+  });
+  if (ended()) {
+    // Nothing more will change: no socket to hold open.
+    tree.dataset.seq = String(lastSeq);
+  } else {
+    connect();
+  }
 })();

@@ -3,7 +3,6 @@ node's details show (escaped), and that a big trace costs the same queries as a 
 
 from __future__ import annotations
 
-import re
 import uuid
 from decimal import Decimal
 
@@ -12,10 +11,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from runs.models import LLMCall, Run, RunEvent, RunStatus, StepRun, ToolCall, TraceSequence
+from runs.models import LLMCall, Run, RunEvent, RunStatus, StepRun, ToolCall
 from runs.store import latest_version
 from tests.factories import EntityFactory, approval_request
 from tests.support.runs import static_plan, step
+from tests.support.traces import build_trace, nodes_in
 
 pytestmark = pytest.mark.smoke
 
@@ -32,56 +32,9 @@ def kinds(acme):
     return {"PROCESS": process, "AGENT": agent, "SKILL": skill, "ACTION": action}
 
 
-def build_trace(kinds: dict, agents: int, skills: int, actions: int) -> dict[str, list[Run]]:
-    """A finished trace of `1 + agents + agents*skills + agents*skills*actions` runs, written
-    in one insert (the engine's own runs are the browser test's)."""
-    versions = {kind: latest_version(entity) for kind, entity in kinds.items()}
-    now = timezone.now()
-    root_id = uuid.uuid4()
-    made: dict[str, list[Run]] = {kind: [] for kind in kinds}
-
-    def run(kind: str, parent: Run | None, index: int) -> Run:
-        entity = kinds[kind]
-        row = Run(
-            id=root_id if parent is None else uuid.uuid4(),
-            workspace_id=entity.workspace_id,
-            entity=entity,
-            entity_version=versions[kind],
-            parent=parent,
-            root_id=None if parent is None else root_id,
-            trace_id=root_id,
-            depth=0 if parent is None else parent.depth + 1,
-            lineage=[] if parent is None else [*parent.lineage, str(parent.pk)],
-            status=RunStatus.COMPLETED,
-            group_index=index,
-            started_at=now,
-            completed_at=now,
-            execution_time_ms=1234,
-            total_tokens=100,
-            total_cost_usd=Decimal("0.0015"),
-        )
-        made[kind].append(row)
-        return row
-
-    root = run("PROCESS", None, 0)
-    for a in range(agents):
-        agent = run("AGENT", root, a)
-        for s in range(skills):
-            skill = run("SKILL", agent, s)
-            for n in range(actions):
-                run("ACTION", skill, n)
-    Run.objects.bulk_create([row for rows in made.values() for row in rows])
-    TraceSequence.objects.create(trace_id=root_id, last_seq=7)
-    return made
-
-
 @pytest.fixture
 def small(kinds):
     return build_trace(kinds, 2, 2, 2)
-
-
-def nodes_in(html: str) -> list[str]:
-    return re.findall(r'<li id="node-([0-9a-f-]{36})"', html)
 
 
 def test_it_renders_the_root_and_its_children_on_the_server(client, alice, small):
