@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from governance.tokens import api_token_create
 from runs.views.listing import run_url
 from tests.api.factories import approval_for
 from tests.factories import EntityFactory, grant, paused_run
@@ -22,6 +23,7 @@ def test_every_console_page_fits_a_phone(console_page, dave, acme, failures):
     page = console_page
     page.set_viewport_size(PHONE)
     grant(dave, acme, "operator")  # to start runs too
+    api_token_create(user=dave, name="nightly report")  # a row in the tokens list
     request = approval_for(paused_run(EntityFactory(workspace=acme, name="publisher")))
     pages = [
         reverse("dashboard:index"),
