@@ -16,8 +16,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from runs.models import LLMCall, Run, RunStatus, StepRun
-from runs.store import latest_version
 from tests.factories import EntityFactory, UserFactory, grant, paused_run
+from tests.support.runs_api import finished_run
 from tests.support.traces import build_trace
 
 pytestmark = pytest.mark.smoke
@@ -320,15 +320,7 @@ def call(run: Run, response: str, prompt: str = "Hello", **fields) -> LLMCall:
 
 
 def one_run(entity) -> Run:
-    run_id = uuid.uuid4()
-    return Run.objects.create(
-        id=run_id,
-        trace_id=run_id,
-        workspace_id=entity.workspace_id,
-        entity=entity,
-        entity_version=latest_version(entity),
-        status=RunStatus.COMPLETED,
-    )
+    return finished_run(entity, ms=1000)
 
 
 def detail_of(client, run: Run) -> str:
