@@ -22,6 +22,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
 from django.utils import timezone
 
+from config.json_input import json_input_problems
 from entities.selectors import entity_list
 from governance.safety import ENCRYPTED_PREFIX
 from governance.safety import pii_shown as shown
@@ -343,6 +344,9 @@ def parse_filter(status: str, query: str) -> tuple[str, str]:
     query = (query or "").strip()
     if len(query) > 100:
         raise BadRequest("q: at most 100 characters")
+    problem = json_input_problems(query).get("")
+    if problem:  # a NUL the database cannot compare, a lone surrogate
+        raise BadRequest(f"q: {problem}")
     return status, query
 
 

@@ -252,6 +252,8 @@ def test_a_find_refuses_a_bad_status_and_another_workspaces_trace(client, alice,
     refused = client.get(f"/runs/{root.pk}/find/?status=exploded")
     assert refused.status_code == 400 and "exploded" in refused.content.decode()
     assert client.get(f"/runs/{root.pk}/find/?q={'x' * 101}").status_code == 400
+    nul = client.get(f"/runs/{root.pk}/find/", {"q": "a\x00b"})
+    assert nul.status_code == 400 and "NUL" in nul.content.decode()
     assert client.get(f"/runs/{uuid.uuid4()}/find/?status=failed").status_code == 404
     action = trace["ACTION"][0]  # a run of the trace, not its root
     assert client.get(f"/runs/{action.pk}/find/?status=failed").status_code == 404
