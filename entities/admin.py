@@ -20,6 +20,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from config.json_input import json_input_problems
 from entities.definition import DefinitionInvalid
 from entities.exchange import ImportFileError, export_workspace, read_import_bytes, size_text
 from entities.forms import (
@@ -381,6 +382,8 @@ class EntityAdmin(WorkspaceScopedAdmin):
         no choice."""
         if _picking_an_entity(request):
             queryset = scope(queryset, request.user, DESIGN)
+        if json_input_problems(search_term):  # a NUL no name holds (PostgreSQL refuses it)
+            return queryset.none(), False
         return super().get_search_results(request, queryset, search_term)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:

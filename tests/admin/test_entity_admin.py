@@ -291,6 +291,13 @@ def test_an_entity_picker_finds_only_entities_the_user_designs_in(
         "sketch_action (action)",
     }
     assert autocomplete(as_alice, model_name, field_name, "globex") == set()
+    assert autocomplete(as_alice, model_name, field_name, "act\x00ion") == set()
+
+
+def test_a_search_with_a_nul_character_is_refused_by_name(as_alice):
+    response = as_alice.get(reverse("admin:entities_entity_changelist"), {"q": "plan\x00ner"})
+    assert response.status_code == 200
+    assert any("Null characters are not allowed" in m for m in messages_of(response))
 
 
 @pytest.mark.parametrize(
