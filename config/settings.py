@@ -120,6 +120,7 @@ INSTALLED_APPS = [
     "runs",
     "approvals",
     "dashboard",
+    "designer",
 ]
 # daphne's app only makes `manage.py runserver` serve ASGI (websockets included), and it
 # imports Twisted's server (about 40 MB) into every process that loads the settings: a Celery

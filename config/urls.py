@@ -16,5 +16,6 @@ urlpatterns = [
     path("approvals/", include("approvals.urls")),
     path("runs/", include("runs.urls")),
     path("dashboard/", include("dashboard.urls")),
+    path("designer/", include("designer.urls")),
     path("account/", include("governance.urls")),
 ]

@@ -34,6 +34,11 @@ def entity_startable_list(*, user: Any, search: str = "") -> QuerySet[Entity]:
     return entities.order_by("workspace__name", "name")
 
 
+def workspace_list(*, user: Any, perm: str = VIEW) -> QuerySet[Workspace]:
+    """The workspaces where the user holds `perm`, by name."""
+    return scope(Workspace.objects.all(), user, perm, field="").order_by("name")
+
+
 def workspace_get(*, user: Any, slug: str, perm: str = VIEW) -> Workspace:
     return get_object_or_404(scope(Workspace.objects.all(), user, perm, field=""), slug=slug)
 

@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from designer.views import tree, workspaces
+
+app_name = "designer"
+
+urlpatterns = [
+    path("", workspaces.index, name="index"),
+    path("<slug:workspace>/", tree.tree, name="tree"),
+]
