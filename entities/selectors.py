@@ -6,8 +6,10 @@ import uuid
 from typing import Any
 
 from django.db.models import Q, QuerySet
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 
+from entities.exchange import definition_of, with_relations
 from entities.models import Entity, EntityStatus, EntityVersion, Workspace
 from governance.permissions import OPERATE, VIEW, scope, visible_or_404
 
@@ -69,6 +71,21 @@ def entity_find(*, workspace: Workspace, ref: str) -> Entity | None:
     except ValueError:
         found = None
     return found or entities.filter(external_id=ref).first() or entities.filter(name=ref).first()
+
+
+def entity_in_workspace(*, user: Any, workspace: Workspace, pk: Any, perm: str = VIEW) -> Entity:
+    """The workspace's entity, or a 404 when it does not exist, is another workspace's, or the
+    user may not see it."""
+    entity = entity_get(user=user, pk=pk, perm=perm)
+    if entity.workspace_id != workspace.pk:
+        raise Http404("No such entity in this workspace.")
+    return entity
+
+
+def entity_definition(*, entity: Entity) -> dict:
+    """The entity's definition in the exchange format, as it is saved now."""
+    fresh = with_relations(Entity.objects.filter(pk=entity.pk)).get()
+    return definition_of(fresh)
 
 
 def entity_version_list(*, entity: Entity) -> QuerySet[EntityVersion]:

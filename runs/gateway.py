@@ -92,6 +92,28 @@ def litellm_module() -> ModuleType:
     return _litellm
 
 
+def chat_model_catalog() -> dict[str, list[str]]:
+    """The chat models litellm knows, by provider (`local`, the offline model, first): what
+    the designer offers to pick from. Read once from litellm's own price map."""
+    global _catalog
+    if _catalog is None:
+        litellm = litellm_module()
+        found: dict[str, set[str]] = {}
+        for key, info in litellm.model_cost.items():
+            provider = info.get("litellm_provider") if isinstance(info, dict) else None
+            if not isinstance(provider, str) or info.get("mode") != "chat":
+                continue
+            name = key.removeprefix(f"{provider}/")
+            found.setdefault(provider, set()).add(name)
+        catalog = {OFFLINE_PROVIDER: ["offline"]}
+        catalog.update((provider, sorted(found[provider])) for provider in sorted(found))
+        _catalog = catalog
+    return _catalog
+
+
+_catalog: dict[str, list[str]] | None = None
+
+
 class LiteLLMGateway:
     """The `ModelClient` of the product: litellm for every provider, `local` included.
 

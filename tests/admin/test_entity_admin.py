@@ -25,7 +25,6 @@ from entities.models import (
 )
 from entities.versioning import content
 from governance.permissions import DESIGN, has_perm
-from tests.admin.page_form import added_row, form_data
 from tests.factories import (
     EntityFactory,
     UserFactory,
@@ -33,6 +32,7 @@ from tests.factories import (
     grant,
     make_tool,
 )
+from tests.support.page_form import added_row, form_data
 from tools.models import Tool
 
 pytestmark = pytest.mark.smoke

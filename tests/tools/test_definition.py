@@ -12,8 +12,8 @@ from jsonschema import Draft202012Validator
 from entities.definition import DefinitionInvalid, normalize_required, normalize_tool, tool_schema
 from entities.services import entities_import
 from runs.engine.synthesis import synthesize
-from tests.admin.page_form import form_data
 from tests.factories import make_tool, tool_definition
+from tests.support.page_form import form_data
 from tests.tools.conftest import invocation
 from tools.builtin import BUILTINS
 from tools.models import Tool

@@ -10,8 +10,8 @@ import pytest
 from django.urls import reverse
 
 from governance.models import AuditRecord
-from tests.admin.page_form import added_row, form_data
 from tests.factories import UserFactory, grant, make_tool
+from tests.support.page_form import added_row, form_data
 from tools.models import ToolGrant
 from tools.services import tool_grant_add
 
