@@ -82,6 +82,11 @@ def entity_in_workspace(*, user: Any, workspace: Workspace, pk: Any, perm: str =
     return entity
 
 
+def entity_parent_list(*, entity: Entity) -> list[Entity]:
+    """The entities that have `entity` as a child, by name."""
+    return list(Entity.objects.filter(child_links__child=entity).distinct().order_by("name"))
+
+
 def entity_definition(*, entity: Entity) -> dict:
     """The entity's definition in the exchange format, as it is saved now."""
     fresh = with_relations(Entity.objects.filter(pk=entity.pk)).get()

@@ -19,11 +19,12 @@ from django.http import QueryDict
 
 from config.json_input import JSONInputRefused, json_input_loads
 from designer.editor.base import EditorContext, Section
+from designer.editor.governance import GovernanceSection
 from designer.editor.identity import IdentitySection
 from designer.editor.model import ModelSection
 from entities.definition import Problem
 
-SECTIONS: tuple[type[Section], ...] = (IdentitySection, ModelSection)
+SECTIONS: tuple[type[Section], ...] = (IdentitySection, ModelSection, GovernanceSection)
 
 DOCUMENT = "document"
 RAW = "raw"

@@ -14,19 +14,10 @@ from django.urls import reverse
 from entities.models import Entity, EntityStatus, EntityVersion
 from tests.factories import EntityFactory, grant
 from tests.support.clients import signed_in
+from tests.support.designer import shown, url
 from tests.support.page_form import form_data
 
 pytestmark = pytest.mark.django_db
-
-
-def url(entity: Entity, name: str = "entity") -> str:
-    return reverse(f"designer:{name}", kwargs={"workspace": entity.workspace.slug, "pk": entity.pk})
-
-
-def shown(client: Client, address: str) -> dict:
-    response = client.get(address)
-    assert response.status_code == 200
-    return form_data(response.content, "editor")
 
 
 @pytest.fixture
