@@ -8,6 +8,7 @@ back to the field it names.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from urllib.parse import urlencode
 
@@ -348,6 +349,26 @@ class LockConstraintForm(DecisionForm):
         return super().decide_kwargs() | {"constraint": constraint}
 
 
+class RequestIdsField(forms.Field):
+    """The ids of the picked requests: ASCII digits within the id column's range (anything
+    else was not written by the page)."""
+
+    widget = forms.MultipleHiddenInput
+    ID = re.compile(r"[0-9]{1,19}")
+
+    def to_python(self, value: Any) -> list[int]:
+        if not value:
+            return []
+        if not isinstance(value, list | tuple):
+            value = [value]
+        ids = []
+        for item in value:
+            if not (isinstance(item, str) and self.ID.fullmatch(item)) or int(item) >= 2**63:
+                raise forms.ValidationError("These are not requests of the list.")
+            ids.append(int(item))
+        return ids
+
+
 class BulkDecisionForm(forms.Form):
     """Approve or reject the requests picked in the list (one, or several at once). Without
     `confirmed` the page asks first; a rejection needs its reason."""
@@ -358,7 +379,7 @@ class BulkDecisionForm(forms.Form):
         choices=[(Decision.APPROVE, "Approve"), (Decision.REJECT, "Reject")],
         error_messages={"required": "Pick approve or reject."},
     )
-    ids = forms.TypedMultipleChoiceField(coerce=int, required=False)
+    ids = RequestIdsField(required=False)
     reason = forms.CharField(
         label="Reason (the agent is told)",
         required=False,
