@@ -172,9 +172,16 @@ document.addEventListener("htmx:beforeSwap", remember);
 function remember() {
   if (!inbox.rows().length) return;
   ticked = new Set(inbox.checked().map((row) => idOf(row)));
-  selectedAt = inbox.rows().indexOf(inbox.row(inbox.selected));
+  const at = inbox.rows().indexOf(inbox.row(inbox.selected));
+  if (at >= 0) selectedAt = at; // a second swap (the socket's) must not forget where it was
 }
+// After htmx's settle step, which puts back the attributes the new rows came with.
+let restoring = 0;
 function restore() {
+  clearTimeout(restoring);
+  restoring = setTimeout(restoreNow, 40);
+}
+function restoreNow() {
   const rows = inbox.rows();
   for (const row of rows) {
     const box = row.querySelector("input[name=ids]");
