@@ -50,6 +50,13 @@ def approval_get(user: Any, pk: Any) -> Approval:
         raise Http404("no such approval request") from None
 
 
+def approvals_visible_by_id(user: Any, ids: list[int]) -> dict[int, Approval | None]:
+    """The requests of `ids` the user can see, in the order asked, None for each one they
+    cannot (another workspace's, or none at all: the two read the same)."""
+    found = {a.pk: a for a in approvals_visible_to(user).filter(pk__in=ids)}
+    return {pk: found.get(pk) for pk in ids}
+
+
 # -- for the run store (runs/approval_desk.py): not scoped, the engine reads its own runs ------
 
 

@@ -11,8 +11,9 @@ together; the run is handed to the executor after commit.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -28,6 +29,7 @@ from runs.approval_desk import ApprovalRequest
 from runs.engine import hitl, schemas
 from runs.events import broadcast
 from runs.services import run_note, run_resume
+from tools.selectors import tool_ids_usable
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +124,33 @@ def constraint_problems(constraint: Any) -> dict[str, str]:
     ):
         problems["constraint.forbid_tools"] = "a list of tool ids"
     return problems
+
+
+def lockable_tools(approval: Approval) -> list[str]:
+    """The tool ids a locked constraint of this request may forbid: the workspace's tools
+    and the built-in ones. A lock on a name no run can call would forbid nothing and read as
+    a safeguard it is not."""
+    return tool_ids_usable(workspace=approval.workspace_id)
+
+
+def unknown_tool_problems(approval: Approval, constraint: Any) -> dict[str, str]:
+    """`constraint.forbid_tools` naming a tool that does not exist, else {} (the shape is
+    `constraint_problems`' to check)."""
+    if isinstance(constraint, str) or not isinstance(constraint, dict):
+        return {}
+    tools = constraint.get("forbid_tools")
+    if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
+        return {}
+    known = set(lockable_tools(approval))
+    unknown = [tool for tool in dict.fromkeys(tools) if tool not in known]
+    if not unknown:
+        return {}
+    shown = ", ".join(repr(tool[:100]) for tool in unknown[:5])
+    more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+    return {
+        "constraint.forbid_tools": f"no tool named {shown}{more} in {approval.workspace.name} "
+        "or among the built-in tools; pick from the workspace's tools"
+    }
 
 
 def normalized_constraint(constraint: Any) -> dict:
@@ -262,6 +291,64 @@ def approval_decide(
     return approval
 
 
+BulkResult = Literal["decided", "already_decided", "not_allowed", "refused", "not_found"]
+
+
+@dataclass(frozen=True)
+class BulkOutcome:
+    """What one request of a bulk decision came to, in words a person reads in the list."""
+
+    approval_id: int
+    label: str
+    result: BulkResult
+    message: str
+
+    @property
+    def result_label(self) -> str:
+        return BULK_RESULT_LABELS[self.result]
+
+
+BULK_RESULT_LABELS: dict[str, str] = {
+    "decided": "Decided",
+    "already_decided": "Already decided",
+    "not_allowed": "Not allowed",
+    "refused": "Refused",
+    "not_found": "Not found",
+}
+
+
+def approvals_decide(
+    *, approvals: dict[int, Approval | None], user: Any, decision: str, notes: str = ""
+) -> list[BulkOutcome]:
+    """Approve or reject several requests at once, each through `approval_decide` in its own
+    transaction: one request someone else decided first, or that the user may not decide,
+    is reported and leaves the others decided. `approvals` maps each asked id to the
+    request the user can see, None where they cannot (reported as not found, never why)."""
+    if decision not in (Decision.APPROVE, Decision.REJECT):
+        raise DecisionRefused(
+            "VALIDATION_ERROR",
+            "several requests at once are approved or rejected; edit them one by one",
+            details={"decision": "approve or reject"},
+        )
+    outcomes = []
+    for pk, approval in approvals.items():
+        if approval is None:
+            outcomes.append(BulkOutcome(pk, f"Request {pk}", "not_found", "not found"))
+            continue
+        label = f"{approval.entity.name}: {approval.step_name or approval.checkpoint_trigger}"
+        try:
+            approval_decide(approval=approval, user=user, decision=decision, notes=notes)
+        except AlreadyDecided as refused:
+            outcomes.append(BulkOutcome(pk, label, "already_decided", str(refused)))
+        except DecisionRefused as refused:
+            result: BulkResult = "not_allowed" if refused.code == "PERMISSION_DENIED" else "refused"
+            outcomes.append(BulkOutcome(pk, label, result, str(refused)))
+        else:
+            done = "approved" if decision == Decision.APPROVE else "rejected"
+            outcomes.append(BulkOutcome(pk, label, "decided", done))
+    return outcomes
+
+
 def _check_decision(approval: Approval, user: Any, decision: str) -> None:
     """Refuse a decision that is not one, on a request that is not open, that the request
     does not take, or by someone who may not decide it."""
@@ -316,7 +403,7 @@ def _decided_values(
             )
         approved = payload
     elif decision == Decision.LOCK_CONSTRAINT:
-        problems = constraint_problems(constraint)
+        problems = constraint_problems(constraint) or unknown_tool_problems(approval, constraint)
         if problems:
             raise DecisionRefused(
                 "VALIDATION_ERROR",

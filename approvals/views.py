@@ -21,10 +21,29 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
 
-from approvals.forms import DECISION_FORMS, DecisionForm, EditForm, InboxFilterForm
+from approvals.forms import (
+    DECISION_FORMS,
+    BulkDecisionForm,
+    DecisionForm,
+    EditForm,
+    InboxFilterForm,
+)
 from approvals.models import OPEN, Approval, Decision
-from approvals.selectors import approval_get, approvals_open_for, approvals_visible_to
-from approvals.services import AlreadyDecided, DecisionRefused, approval_decide, can_decide
+from approvals.selectors import (
+    approval_get,
+    approvals_open_for,
+    approvals_visible_by_id,
+    approvals_visible_to,
+)
+from approvals.services import (
+    FEEDBACK_MAX,
+    AlreadyDecided,
+    BulkOutcome,
+    DecisionRefused,
+    approval_decide,
+    approvals_decide,
+    can_decide,
+)
 
 INBOX_LIMIT = 100  # rows in one list; the filters narrow a longer one
 
@@ -46,11 +65,17 @@ def inbox_context(user: Any, params: QueryDict, *, changed_id: int | None = None
         base = approvals_visible_to(user).exclude(status__in=OPEN)
     form = InboxFilterForm(params, base=base)
     rows = list(form.apply(base)[: INBOX_LIMIT + 1])
+    for approval in rows[:INBOX_LIMIT]:
+        approval.preview = preview(approval)
     return {
         "show": show,
         "form": form,
         "filtered": bool(set(form.filters()) - {"sort"}),
         "approvals": rows[:INBOX_LIMIT],
+        # The list's own decisions: approvers only, on the open list.
+        "decide": show == "open",
+        "list_query": form.query(show=show),
+        "reason_max": FEEDBACK_MAX,
         "more": len(rows) > INBOX_LIMIT,
         "query": form.query(show=show),
         "live_query": form.query(list="open"),
@@ -77,6 +102,65 @@ def inbox_results(request: HtmxHttpRequest) -> HttpResponse:
     return response
 
 
+@login_required
+@require_POST
+def inbox_decide(request: HtmxHttpRequest) -> HttpResponse:
+    """Approve or reject one or several requests from the list. Without `confirmed` (a
+    plain form, no script) the page asks first, and for the reason of a rejection; the
+    page's script asks in a dialog and posts confirmed. Each request is decided through
+    `approval_decide`, and the answer says, request by request, what happened."""
+    form = BulkDecisionForm(request.POST)
+    valid = form.is_valid()
+    confirmed = valid and form.cleaned_data["confirmed"]
+    params = QueryDict(str(form.data.get("q", ""))[:2_000])
+    if not confirmed:
+        if request.htmx:
+            # The dialog always confirms: what is missing is said above the list.
+            errors = [str(e) for errors in form.errors.values() for e in errors]
+            context = {**inbox_context(request.user, params), "bulk_errors": errors}
+            return render(request, "approvals/inbox.html#inbox-decided", context, status=422)
+        ids = form.cleaned_data.get("ids") or []
+        picked = list(approvals_open_for(request.user).filter(pk__in=ids))
+        for approval in picked:
+            approval.preview = preview(approval)
+        context = {
+            "form": form,
+            "picked": picked,
+            "query": params.urlencode(),
+            "reason_max": FEEDBACK_MAX,
+            "asked_again": bool(form.data.get("confirmed")),
+        }
+        return render(
+            request,
+            "approvals/confirm.html",
+            context,
+            status=422 if form.data.get("confirmed") else 200,
+        )
+    found = approvals_visible_by_id(request.user, form.cleaned_data["ids"])
+    outcomes = approvals_decide(
+        approvals=found,
+        user=request.user,
+        decision=form.cleaned_data["decision"],
+        notes=form.cleaned_data["reason"],
+    )
+    context = {
+        **inbox_context(request.user, params),
+        "outcomes": outcomes,
+        "report": report_of(outcomes),
+    }
+    if request.htmx:
+        return render(request, "approvals/inbox.html#inbox-decided", context)
+    return render(request, "approvals/inbox.html", context)
+
+
+def report_of(outcomes: list[BulkOutcome]) -> str:
+    """One line over the per-request list: how many were decided, and how many not."""
+    decided = sum(1 for outcome in outcomes if outcome.result == "decided")
+    rest = len(outcomes) - decided
+    text = f"{decided} request{'s' if decided != 1 else ''} decided"
+    return text + (f", {rest} not" if rest else "") + "."
+
+
 # -- one request -------------------------------------------------------------------------------
 
 
@@ -101,7 +185,7 @@ def approval_decision(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return _render_decision(request, approval, refused=AlreadyDecided(approval), status=409)
     if not can_decide(request.user, approval):
         raise PermissionDenied("you may not decide this request")
-    form = form_class(request.POST, prefix=form_class.decision)
+    form = form_class(request.POST, prefix=form_class.decision, approval=approval)
     if not form.is_valid():
         return _render_decision(request, approval, bound=form, status=422)
     try:
@@ -154,10 +238,12 @@ def _detail_context(
                 forms[decision] = bound
             elif form_class is EditForm:
                 forms[decision] = EditForm(
-                    prefix=decision, initial={"payload": pretty_json(approval.payload)}
+                    prefix=decision,
+                    approval=approval,
+                    initial={"payload": pretty_json(approval.payload)},
                 )
             else:
-                forms[decision] = form_class(prefix=decision)
+                forms[decision] = form_class(prefix=decision, approval=approval)
     message = str(refused) if refused is not None else ""
     if bound is not None and bound.decision not in forms and not message:
         # A decision this request does not offer: no form to show its errors at.
@@ -166,6 +252,8 @@ def _detail_context(
         # The page's socket also tells it when someone else decides this request.
         "socket_query": urlencode({"detail": approval.pk}),
         "approval": approval,
+        # The console's trace of the run, not the admin's form of it.
+        "run_link": reverse("runs:detail", args=[approval.run_id]),
         "may_decide": may_decide,
         "forms": forms,
         "open_form": bound.decision if bound is not None else "",
@@ -221,6 +309,82 @@ def pretty_json(value: Any) -> str:
     """JSON for a <pre> or a textarea; the template escapes it (it came from a model or a
     tool)."""
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+PREVIEW_MAX = 160  # characters of a row's preview
+PREVIEW_VALUE_MAX = 48  # of one argument's value in it
+
+
+def short_json(value: Any, budget: int, depth: int = 0) -> str:
+    """Compact JSON of `value`, cut to about `budget` characters with "…": a row shows what
+    is asked at a glance, and a payload of megabytes is never serialised whole for it."""
+    if isinstance(value, dict):
+        if depth >= 2:
+            return "{…}" if value else "{}"
+        parts, used = [], 2
+        for key, inner in value.items():
+            if used >= budget:
+                parts.append("…")
+                break
+            part = f"{json.dumps(str(key), ensure_ascii=False)}: " + short_json(
+                inner, budget - used, depth + 1
+            )
+            parts.append(part)
+            used += len(part) + 2
+        return cut("{" + ", ".join(parts) + "}", budget)
+    if isinstance(value, list):
+        if depth >= 2:
+            return "[…]" if value else "[]"
+        parts, used = [], 2
+        for inner in value:
+            if used >= budget:
+                parts.append("…")
+                break
+            part = short_json(inner, budget - used, depth + 1)
+            parts.append(part)
+            used += len(part) + 2
+        return cut("[" + ", ".join(parts) + "]", budget)
+    if isinstance(value, str):
+        value = value[: budget + 1]
+    return cut(json.dumps(value, ensure_ascii=False, default=str), budget)
+
+
+def cut(text: str, budget: int) -> str:
+    return text if len(text) <= budget else text[: max(budget - 1, 1)] + "…"
+
+
+def preview(approval: Approval) -> dict[str, Any]:
+    """What a row of the inbox shows of the request: the tool and its arguments in short, or
+    the plan's steps, else the payload in short. The payload is read as the request's page
+    shows it (as the run store sealed it: what pii_handling redacts stays redacted); the
+    template escapes it (a model or a tool wrote it)."""
+    payload = approval.payload
+    snapshot = approval.context_snapshot if isinstance(approval.context_snapshot, dict) else {}
+    if approval.subject == "tool_arguments":
+        tool = snapshot.get("tool") if isinstance(snapshot.get("tool"), dict) else {}
+        name = str(tool.get("name") or tool.get("tool_id") or approval.step_name or "a tool")
+        if isinstance(payload, dict):
+            args = [
+                (str(key)[:40], short_json(value, PREVIEW_VALUE_MAX))
+                for key, value in list(payload.items())[:6]
+            ]
+            more = max(len(payload) - 6, 0)
+        else:
+            args, more = [("", short_json(payload, PREVIEW_MAX))], 0
+        return {"kind": "tool", "tool": name[:80], "args": args, "more": more}
+    if approval.subject == "plan" and isinstance(payload, list):
+        names = [
+            str(step.get("name") or step.get("step_type") or "?")
+            if isinstance(step, dict)
+            else str(step)
+            for step in payload[:8]
+        ]
+        text = " → ".join(name[:40] for name in names) + (" → …" if len(payload) > 8 else "")
+        return {"kind": "plan", "steps": len(payload), "text": cut(text, PREVIEW_MAX)}
+    if payload is None:
+        return {"kind": "none"}
+    label = SUBJECTS.get(approval.subject, "Payload")
+    return {"kind": "other", "label": label, "text": short_json(payload, PREVIEW_MAX)}
 
 
 def percent(value: Any) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from governance.permissions import VIEW, scope, visible_or_404
+from tools.builtin import BUILTINS
 from tools.models import Tool
 
 
@@ -30,3 +31,9 @@ def tools_by_id(*, workspace: Any) -> dict[str, Tool]:
 def tool_ids_of(*, workspace: Any) -> set[str]:
     """The tool_ids of the workspace's registry."""
     return set(Tool.objects.filter(workspace=workspace).values_list("tool_id", flat=True))
+
+
+def tool_ids_usable(*, workspace: Any) -> list[str]:
+    """Every tool id a run of the workspace can name: its registry's and the built-in tools'
+    (each built-in is usable by its name in every workspace), sorted."""
+    return sorted(tool_ids_of(workspace=workspace) | set(BUILTINS))

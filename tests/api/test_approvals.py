@@ -13,7 +13,14 @@ from governance.models import AuditAction, AuditRecord
 from runs.models import Run, RunStatus
 from tests.api.checks import error_of
 from tests.api.factories import POST_SCHEMA, approval_for
-from tests.factories import EntityFactory, UserFactory, WorkspaceFactory, grant, paused_run
+from tests.factories import (
+    EntityFactory,
+    UserFactory,
+    WorkspaceFactory,
+    grant,
+    make_tool,
+    paused_run,
+)
 
 LIST = "/api/v1/approvals"
 
@@ -306,7 +313,8 @@ def test_a_reject_records_the_feedback(api, dave, acme_request):
     assert body["approved_payload"] is None
 
 
-def test_lock_constraint_binds_the_rest_of_the_run(api, dave, acme_request):
+def test_lock_constraint_binds_the_rest_of_the_run(api, dave, acme, acme_request):
+    make_tool(acme, "blog")
     api.force_login(dave)
 
     response = api.post(
@@ -322,6 +330,29 @@ def test_lock_constraint_binds_the_rest_of_the_run(api, dave, acme_request):
         "constraint": "Never post on the blog",
         "forbid_tools": ["blog"],
     }
+
+
+def test_a_lock_on_a_tool_that_does_not_exist_is_refused(api, dave, acme, globex, acme_request):
+    make_tool(globex, "blog")  # another workspace's tool is not one Acme's runs can call
+    api.force_login(dave)
+
+    body = error_of(
+        api.post(
+            decision(acme_request),
+            {
+                "decision": "lock_constraint",
+                "constraint": {"constraint": "No blog", "forbid_tools": ["blog", "record"]},
+            },
+        ),
+        400,
+        "VALIDATION_ERROR",
+    )
+
+    assert body["error"]["details"] == {
+        "constraint.forbid_tools": "no tool named 'blog' in Acme or among the built-in tools; "
+        "pick from the workspace's tools"
+    }
+    assert Approval.objects.get(pk=acme_request.pk).status == ApprovalStatus.PENDING
 
 
 def test_a_constraint_that_is_not_valid_is_refused_with_the_field_errors(api, dave, acme_request):

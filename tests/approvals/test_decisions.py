@@ -12,7 +12,7 @@ from django.urls import reverse
 from approvals.models import Approval, ApprovalStatus
 from approvals.services import approval_decide
 from runs.models import Run, RunStatus
-from tests.factories import approval_request
+from tests.factories import approval_request, make_tool
 
 pytestmark = pytest.mark.smoke
 
@@ -96,14 +96,15 @@ def test_it_rejects_with_feedback(client, dave, asked):
     assert approval.approved_payload is None
 
 
-def test_it_locks_a_constraint(client, dave, asked):
+def test_it_locks_a_constraint(client, dave, acme, asked):
+    make_tool(acme, "send_email")
     client.force_login(dave)
     response = decide(
         client,
         asked,
         "lock_constraint",
         constraint="Never email anyone outside Acme.",
-        forbid_tools="send_email, http_request, send_email",
+        forbid_tools=["send_email", "http_request", "send_email"],
     )
     assert response.status_code == 200
     approval = fresh(asked)
@@ -117,7 +118,7 @@ def test_it_locks_a_constraint(client, dave, asked):
 
 def test_it_asks_for_the_constraint_in_words(client, dave, asked):
     client.force_login(dave)
-    response = decide(client, asked, "lock_constraint", constraint="", forbid_tools="x")
+    response = decide(client, asked, "lock_constraint", constraint="", forbid_tools="record")
     assert response.status_code == 422
     assert "Say the constraint in words." in response.content.decode()
     assert fresh(asked).status == ApprovalStatus.PENDING

@@ -2,8 +2,8 @@
 run reaches its BEFORE_TOOL_CALL checkpoint, and the request appears without a reload. They
 open it, try tool arguments that are not JSON and then ones that break the tool's schema
 (both refused at the field, the request still pending, the run still paused), approve a
-valid edit, see who decided and what, and watch the run complete with the edited arguments;
-the badge follows along."""
+valid edit, see who decided and what, and follow the run link to its trace, completed with
+the edited arguments; the badge follows along."""
 
 from __future__ import annotations
 
@@ -130,9 +130,10 @@ def test_an_approver_sees_a_request_arrive_edits_the_tool_arguments_and_the_run_
     finished = Run.objects.get(pk=run.pk)
     assert finished.status == RunStatus.COMPLETED, (finished.error_code, finished.error_message)
     assert finished.output_data == {"text": "good morning"}
-    page.click(f"a[href='/admin/runs/run/{run.pk}/change/']")
-    expect(page.locator("#content")).to_contain_text("COMPLETED")
-    expect(page.locator("#content")).to_contain_text("good morning")
+    # The run link opens the console's trace of the run, not the admin.
+    page.click(f"a[href='/runs/{run.pk}/']")
+    expect(page.locator("#trace-head")).to_have_attribute("data-status", "completed")
+    expect(page.locator("#trace-live")).to_contain_text("Ended · Completed")
 
     page.click("a.inbox-link")
     expect(page.locator("#inbox-rows")).to_contain_text("Nothing is waiting for you.")
