@@ -301,6 +301,26 @@ class RunEvent(models.Model):
         return f"{self.trace_id}#{self.seq} {self.type}"
 
 
+class Broadcast(models.Model):
+    """A channel-layer message another process may need to hear, kept for a minute (the live
+    relay of the embedded default, `runs/relay.py`): the in-memory layer reaches only the
+    sockets of the process that sends, so the server process reads these and re-sends the
+    ones other processes wrote. Written only when no shared (Redis) layer is configured.
+
+    Trace events need no row here: the server reads them from RunEvent. The message is the
+    one the layer carries (ids and a status), nothing more."""
+
+    group = models.CharField(max_length=100)
+    message = models.JSONField()
+    # The process that sent it to its own layer already (`runs.events.PROCESS`): it does not
+    # hear it twice.
+    origin = models.CharField(max_length=32)
+    created_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.group} #{self.pk}"
+
+
 class Artifact(models.Model):
     """A large object (over 10 KB) of a run's context, stored once by its content digest."""
 
