@@ -93,6 +93,11 @@ class Run(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     execution_time_ms = models.PositiveIntegerField(null=True, blank=True)
+    # Of that, the time spent waiting on a person (its own requests and its descendants',
+    # from the request to the decision or timeout; runs.services.run_resume): the
+    # dashboard's run time leaves it out. A database default: child runs are inserted in SQL
+    # that names only the columns it sets.
+    human_wait_ms = models.PositiveBigIntegerField(default=0, db_default=0)
 
     # Counters of this run and all its descendants.
     total_cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
