@@ -27,7 +27,7 @@ from governance.models import AuditAction
 from governance.permissions import ADMINISTER, APPROVE, has_perm
 from runs.approval_desk import ApprovalRequest
 from runs.engine import hitl, schemas
-from runs.events import broadcast
+from runs.events import broadcast_on_commit
 from runs.services import run_note, run_resume
 from tools.selectors import tool_ids_usable
 
@@ -509,7 +509,8 @@ def approval_close_for_runs(run_ids: list[Any]) -> int:
 
 
 def broadcast_inbox(approval: Approval) -> None:
-    """After commit, tell the open inboxes of the approval's workspace that it changed."""
+    """After commit, tell the open inboxes of the approval's workspace that it changed (in
+    every process: without Redis, through the live relay's table, runs/relay.py)."""
     message = {
         "type": "approval.changed",
         "approval_id": approval.pk,
@@ -517,7 +518,7 @@ def broadcast_inbox(approval: Approval) -> None:
         "status": approval.status,
     }
     group = INBOX_GROUP.format(workspace_id=approval.workspace_id)
-    transaction.on_commit(lambda: broadcast(group, message))
+    broadcast_on_commit(group, message)
 
 
 def dispatch_notifications(approval_id: int) -> None:

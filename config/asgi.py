@@ -28,6 +28,13 @@ if settings.HIERARCH_EXECUTOR == "inline":
     start_inline_sweeper()
     start_approval_timer()
 
+if settings.HIERARCH_LIVE_RELAY["ENABLED"]:
+    # No Redis: the in-memory layer reaches this process's sockets only; the relay brings in
+    # what other processes (manage.py run_entity, a worker) broadcast.
+    from runs.relay import start_live_relay
+
+    start_live_relay()
+
 
 application = RememberLoop(
     ProtocolTypeRouter(

@@ -252,6 +252,19 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
+# Live pages across processes without Redis (runs/relay.py): the in-memory channel layer only
+# reaches the sockets of the process that sends, so a run started by `manage.py run_entity` or
+# a request decided from another process would never show live in the server's pages. With
+# it on, the server process reads what other processes wrote (the trace events the runs write
+# anyway, and a small table of inbox broadcasts) every POLL_SECONDS and hands it to its own
+# layer. Off with Redis: the Redis layer already reaches every process.
+HIERARCH_LIVE_RELAY = {
+    "ENABLED": not REDIS_URL,
+    "POLL_SECONDS": env_float("HIERARCH_LIVE_RELAY_SECONDS", 0.25),
+    # How long a broadcast row is kept for the server to read; older ones are deleted.
+    "KEEP_SECONDS": 60,
+}
+
 # Execution: `inline` runs the engine in a thread pool inside the server process (the embedded
 # default); `celery` hands each step to Celery workers.
 HIERARCH_EXECUTOR = env_choice("HIERARCH_EXECUTOR", "inline", ("inline", "celery"))

@@ -138,9 +138,9 @@ def headline_cards(data: Dashboard) -> list[Card]:
         ),
         Card(
             "p95_latency",
-            "P95 latency",
+            "P95 run time, excluding time waiting on a person",
             duration(now.p95_ms),
-            f"95 % of finished executions took at most this long{sampled}",
+            f"95 % of finished executions worked at most this long{sampled}",
             change(now.p95_ms, before.p95_ms, points=False, better="down", fmt=duration),
         ),
         Card(
@@ -201,7 +201,7 @@ _RUN_METRICS: list[tuple[str, str, Callable[[RunTally], Any], dict[str, Any]]] =
     ),
     (
         "p95_latency",
-        "P95 latency",
+        "P95 run time, excluding time waiting on a person",
         lambda t: t.p95_ms,
         {"fmt": duration, "empty": NO_RUNS, "color": "#7a5af8"},
     ),

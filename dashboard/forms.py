@@ -9,9 +9,11 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django import forms
+from django.urls import reverse_lazy
 
 from dashboard.selectors import DEFAULT_PERIOD, PERIODS, dashboard_entities, dashboard_workspaces
-from entities.models import Entity, Workspace
+from entities.forms import EntityPickField
+from entities.models import Workspace
 
 ENTITIES_OF = "entities_of"
 
@@ -25,15 +27,7 @@ class DashboardFilterForm(forms.Form):
             "invalid_choice": "There is no workspace %(value)s among yours; pick one of the list."
         },
     )
-    entity = forms.ModelChoiceField(
-        queryset=Entity.objects.none(),
-        required=False,
-        empty_label="All entities",
-        error_messages={
-            "invalid_choice": "There is no entity %(value)s in your workspaces; "
-            "pick one of the list."
-        },
-    )
+    entity = EntityPickField(suggest_url=reverse_lazy("runs:entity_suggest"))
     period = forms.ChoiceField(
         choices=[(key, period.label) for key, period in PERIODS.items()],
         required=False,
@@ -47,9 +41,6 @@ class DashboardFilterForm(forms.Form):
         self.user = user
         self.fields["workspace"].queryset = dashboard_workspaces(user)
         self.fields["entity"].queryset = dashboard_entities(user)
-        self.fields["entity"].label_from_instance = lambda entity: (
-            f"{entity.name} ({entity.workspace.name})"
-        )
 
     def clean_period(self) -> str:
         return self.cleaned_data["period"] or DEFAULT_PERIOD
@@ -74,13 +65,11 @@ class DashboardFilterForm(forms.Form):
 
     def entities_listed_for(self) -> str:
         """After validation (which takes any entity of the user's, so that a mismatch gets
-        its own message), list only the chosen workspace's entities; answers what the page
+        its own message): the workspace the entity picker suggests from, which the page
         sends back as ENTITIES_OF."""
         workspace = getattr(self, "cleaned_data", {}).get("workspace")
         if workspace is None:
             return "all"
-        self.fields["entity"].queryset = dashboard_entities(self.user, workspace)
-        self.fields["entity"].label_from_instance = lambda entity: entity.name
         return str(workspace.pk)
 
     def query(self) -> str:

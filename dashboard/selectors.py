@@ -7,8 +7,9 @@ and counts in the hour or day it ended (`completed_at`). From them:
 - success rate: COMPLETED / finished;
 - average cost per execution: the finished executions' cost (their descendants' included) /
   finished;
-- P95 latency: the 95th percentile (continuous, interpolated) of the finished executions'
-  `execution_time_ms`;
+- P95 run time: the 95th percentile (continuous, interpolated) of the finished executions'
+  `execution_time_ms` less their `human_wait_ms` (the time the run and its descendants were
+  paused on a person: an hour before an approver decided says nothing about the agents);
 - tokens per successful execution: the COMPLETED ones' tokens / COMPLETED;
 - HITL approval rate: of the requests a decision closed (APPROVED, REJECTED or TIMEOUT, by
   `responded_at`), the share APPROVED. An edit and a locked constraint let the run go on, so
@@ -39,6 +40,7 @@ from django.db.models import (
     BooleanField,
     Case,
     Count,
+    ExpressionWrapper,
     F,
     FloatField,
     Func,
@@ -49,6 +51,7 @@ from django.db.models import (
     Value,
     When,
 )
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from approvals.models import OPEN, Approval, ApprovalStatus, Decision
@@ -57,6 +60,13 @@ from governance.models import Alert
 from governance.permissions import scope
 from runs.models import TERMINAL, Run, RunStatus
 
+# A run's time at work: its run time less the time it waited on a person (never below 0:
+# requests of parallel branches wait at the same time and are each counted).
+WORKING_MS = Greatest(
+    ExpressionWrapper(F("execution_time_ms") - F("human_wait_ms"), output_field=IntegerField()),
+    Value(0),
+    output_field=IntegerField(),
+)
 P95_SAMPLE_MAX = 50_000  # times read on SQLite for the P95s of one dashboard
 ENTITY_ROWS = 10  # entities in "cost by entity"
 ALERT_ROWS = 20
@@ -319,7 +329,7 @@ def dashboard_metrics(
         completed_at__gte=window.previous_start,
         completed_at__lt=window.end,
     )
-    p95 = {"p95_ms": PercentileCont("execution_time_ms", 0.95)} if _native_percentile() else {}
+    p95 = {"p95_ms": PercentileCont(WORKING_MS, 0.95)} if _native_percentile() else {}
     buckets, current, previous = _run_buckets(finished, window, bucket, p95)
     sampled, entity_p95 = _p95s(finished, window, bucket, buckets, current, previous, p95)
     statuses = _status_buckets(executions, window, bucket)
@@ -538,7 +548,7 @@ def _p95_in_python(
     rows = list(
         finished.filter(execution_time_ms__isnull=False)
         .order_by("pk")
-        .values_list("bucket", "entity_id", "execution_time_ms")[: P95_SAMPLE_MAX + 1]
+        .values_list("bucket", "entity_id", WORKING_MS)[: P95_SAMPLE_MAX + 1]
     )
     sampled = len(rows) > P95_SAMPLE_MAX
     by_bucket: dict[int, list[int]] = defaultdict(list)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
+import uuid
 from typing import Any
 
 from django import forms
+from django.core.exceptions import ValidationError
 from django.forms.formsets import DELETION_FIELD_NAME
+from django.utils.html import format_html
 
 from config.json_input import CheckedJSONField
 from entities.definition import Problem
@@ -307,3 +311,111 @@ def place_problem(
     if section in form.fields:
         return form, section, f"{path}: {problem.message}"
     return form, None, f"{path}: {problem.message}" if path else problem.message
+
+
+# -- the entity picker of the console's filters --------------------------------------------------
+
+SUGGESTIONS = 20  # entities a picker suggests at a time
+_LABELLED = re.compile(r"^(?P<name>.+?) \((?P<workspace>[^()]+)\)$")
+
+
+def entity_label(entity: Entity) -> str:
+    """How a picker writes an entity: names are unique within a workspace only."""
+    return f"{entity.name} ({entity.workspace.name})"
+
+
+class EntityPicker(forms.TextInput):
+    """A text field that suggests the user's entities as they type: a <datalist> that htmx
+    fills from `suggest_url` (the first SUGGESTIONS matches, in the workspace chosen beside
+    it). Listing every entity in a <select> made a page of a big workspace weigh megabytes.
+    Without JavaScript it is a plain text field: a name, `name (workspace)` or an id."""
+
+    def __init__(self, suggest_url: str = "", attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(
+            attrs={"autocomplete": "off", "placeholder": "All entities", **(attrs or {})}
+        )
+        self.suggest_url = suggest_url
+
+    def render(
+        self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None
+    ) -> str:
+        attrs = dict(attrs or {})
+        listed = f"{attrs.get('id', 'id_' + name)}-suggestions"
+        attrs.update(
+            {
+                "list": listed,
+                "hx-get": self.suggest_url,
+                "hx-trigger": "input changed delay:250ms, focus once",
+                "hx-target": f"#{listed}",
+                "hx-swap": "outerHTML",
+                "hx-include": "closest form [name=workspace]",
+                "hx-vals": json.dumps({"list": listed}),
+            }
+        )
+        field = super().render(name, value, attrs, renderer)
+        return format_html('{}<datalist id="{}"></datalist>', field, listed)
+
+
+class EntityPickField(forms.ModelChoiceField):
+    """An entity among `queryset` (the user's visible ones), typed: its name, `name
+    (workspace)` as the suggestions write it, or its id. A name found in several workspaces
+    asks for the workspace; a name found nowhere says so."""
+
+    def __init__(self, *, suggest_url: str = "", **kwargs: Any) -> None:
+        kwargs.setdefault("queryset", Entity.objects.none())
+        kwargs.setdefault("widget", EntityPicker(suggest_url))
+        super().__init__(required=False, **kwargs)
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, Entity):
+            return entity_label(value)
+        if isinstance(value, str) and _is_uuid(value):
+            found = self.queryset.select_related("workspace").filter(pk=value).first()
+            return entity_label(found) if found is not None else value
+        return value
+
+    def to_python(self, value: Any) -> Entity | None:
+        text = str(value or "").strip()
+        if not text:
+            return None
+        if "\x00" in text:
+            raise ValidationError("An entity's name has no NUL character.", code="invalid_choice")
+        if _is_uuid(text):
+            found = self.queryset.filter(pk=text).first()
+            if found is None:
+                raise ValidationError(
+                    "There is no entity with this id among the ones you can see.",
+                    code="invalid_choice",
+                )
+            return found
+        matches = self.queryset.select_related("workspace").filter(name=text)
+        labelled = _LABELLED.match(text)
+        if labelled and not matches.exists():
+            matches = self.queryset.select_related("workspace").filter(
+                name=labelled["name"], workspace__name=labelled["workspace"]
+            )
+        found = list(matches[:2])
+        if not found:
+            raise ValidationError(
+                f"No entity is named “{text[:100]}” among the ones you can see; "
+                "pick one of the suggestions.",
+                code="invalid_choice",
+            )
+        if len(found) > 1:
+            raise ValidationError(
+                f"Several of your workspaces have an entity named “{text[:100]}”: choose the "
+                "workspace too, or pick one of the suggestions (name (workspace)).",
+                code="invalid_choice",
+            )
+        return found[0]
+
+    def validate(self, value: Any) -> None:
+        return None  # to_python answered an entity of the queryset, or None
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True

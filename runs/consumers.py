@@ -137,11 +137,19 @@ class TraceHub:
     """The process's one subscription to a trace's group, shared by its sockets."""
 
     _hubs: dict[str, TraceHub] = {}
+    # The keys of _hubs as of the last change, replaced whole: the live relay's thread
+    # (runs/relay.py) reads it while the server's loop changes _hubs.
+    _watched: frozenset[str] = frozenset()
 
     @classmethod
-    def watched_traces(cls) -> set[str]:
-        """The traces this process holds a subscription for (one per trace with a socket)."""
-        return set(cls._hubs)
+    def watched_traces(cls) -> frozenset[str]:
+        """The traces this process holds a subscription for (one per trace with a socket);
+        safe to call from any thread."""
+        return cls._watched
+
+    @classmethod
+    def _note_watched(cls) -> None:
+        cls._watched = frozenset(cls._hubs)
 
     def __init__(self, layer: Any, trace_id: str) -> None:
         self.layer = layer
@@ -167,10 +175,12 @@ class TraceHub:
                 hub.queues.clear()
                 if cls._hubs.get(trace_id) is hub:
                     del cls._hubs[trace_id]
+                cls._note_watched()
                 hub.joined.set()  # the sockets waiting on it see it failed and give up
                 raise
             hub.task = asyncio.ensure_future(hub.pump())
             hub.joined.set()
+            cls._note_watched()  # subscribed: what the relay sends from now on is heard
         else:
             hub.queues.add(queue)
             try:
@@ -188,6 +198,7 @@ class TraceHub:
         if self.queues or self._hubs.get(self.trace_id) is not self:
             return
         del self._hubs[self.trace_id]
+        self._note_watched()
         if self.task is not None:
             self.task.cancel()
         if self.joined.is_set():

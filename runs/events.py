@@ -7,14 +7,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
+import uuid
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from runs import sql
+from runs.models import Broadcast
+
+log = logging.getLogger(__name__)
+
+# This process, as the live relay's broadcast rows name it (runs/relay.py).
+PROCESS = uuid.uuid4().hex
 
 
 def append_events(trace_id: str, run_id: str, items: list[tuple[str, dict]]) -> None:
@@ -41,6 +53,70 @@ def append_event_rows(trace_id: str, rows: list[tuple[str, str, dict]]) -> None:
     sql.on_commit(sent)
 
 
+def broadcast_on_commit(group: str, message: dict) -> None:
+    """Hand `message` to `group` once the current transaction commits. With the live relay on
+    (no Redis), also record it in that transaction, so that the server process hears a change
+    made in another one (`manage.py run_entity`, a worker) and a change rolled back is heard
+    by no one."""
+    if settings.HIERARCH_LIVE_RELAY["ENABLED"]:
+        now = timezone.now()
+        Broadcast.objects.create(group=group, message=message, origin=PROCESS, created_at=now)
+        if now.timestamp() - _PRUNED_AT[0] >= PRUNE_SECONDS:
+            _PRUNED_AT[0] = now.timestamp()
+            # After the commit: a delete inside the caller's transaction could wait on another
+            # writer's, for rows nobody needs any more.
+            transaction.on_commit(lambda: _prune_quietly(now))
+    transaction.on_commit(lambda: broadcast(group, message))
+
+
+PRUNE_SECONDS = 30.0
+_PRUNED_AT = [0.0]  # when this process last deleted old broadcast rows (epoch seconds)
+
+
+def broadcasts_prune(now: datetime) -> int:
+    """Delete the broadcast rows older than HIERARCH_LIVE_RELAY["KEEP_SECONDS"]: every process
+    that writes them prunes now and then, so the table stays small with or without a server
+    reading it."""
+    keep = timedelta(seconds=settings.HIERARCH_LIVE_RELAY["KEEP_SECONDS"])
+    deleted, _ = Broadcast.objects.filter(created_at__lt=now - keep).delete()
+    return deleted
+
+
+def _prune_quietly(now: datetime) -> None:
+    try:
+        broadcasts_prune(now)
+    except DatabaseError:  # the next writer or the relay prunes instead
+        log.warning("pruning the live relay's broadcasts failed", exc_info=True)
+
+
+# The traces the live relay follows (runs/relay.py), each with the event numbers this process
+# handed to its own layer since: the relay reads every new event of the trace from the
+# database and must not send these a second time.
+_SENT_HERE: dict[str, set[int]] = {}
+_SENT_HERE_LOCK = threading.Lock()
+
+
+def sent_here_follow(trace_ids: Iterable[str]) -> None:
+    """Note the numbers this process sends for exactly these traces from now on."""
+    wanted = set(trace_ids)
+    with _SENT_HERE_LOCK:
+        for gone in set(_SENT_HERE) - wanted:
+            del _SENT_HERE[gone]
+        for trace_id in wanted:
+            _SENT_HERE.setdefault(trace_id, set())
+
+
+def sent_here_take(trace_id: str, upto: int) -> set[int]:
+    """The numbers up to `upto` this process sent for a followed trace; forgotten once taken."""
+    with _SENT_HERE_LOCK:
+        sent = _SENT_HERE.get(trace_id)
+        if not sent:
+            return set()
+        taken = {seq for seq in sent if seq <= upto}
+        sent -= taken
+        return taken
+
+
 def broadcast(group: str, message: dict) -> None:
     """Hand one message to a channel-layer group without waiting (at most once)."""
     sender = _sender()
@@ -64,6 +140,11 @@ GATHER_SECONDS = 0.02  # how long a send waits for more of the same burst
 def _broadcast(trace_id: str, events: list[dict]) -> None:
     """Hand the events to the channel layer without waiting: delivery is at most once, and a
     reader that misses one re-reads the trace from the database after its last number."""
+    if _SENT_HERE:
+        with _SENT_HERE_LOCK:
+            followed = _SENT_HERE.get(trace_id)
+            if followed is not None:
+                followed.update(event["seq"] for event in events)
     sender = _sender()
     if sender is None:
         return

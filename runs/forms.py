@@ -19,10 +19,12 @@ from urllib.parse import urlencode
 import jsonschema
 from django import forms
 from django.db.models import QuerySet
+from django.urls import reverse_lazy
 from django.utils import timezone
 from django.utils.html import escape
 
 from config.json_input import form_json_loads
+from entities.forms import EntityPickField
 from entities.models import Entity, Workspace
 from runs.engine import schemas
 from runs.engine.validators import rule_problems
@@ -53,9 +55,7 @@ class RunFilterForm(forms.Form):
         to_field_name="slug",
         empty_label="All workspaces",
     )
-    entity = forms.ModelChoiceField(
-        queryset=Entity.objects.none(), required=False, empty_label="All entities"
-    )
+    entity = EntityPickField(suggest_url=reverse_lazy("runs:entity_suggest"))
     period = forms.ChoiceField(
         label="Started",
         choices=[
@@ -80,20 +80,13 @@ class RunFilterForm(forms.Form):
     ) -> None:
         super().__init__(data)
         self.fields["workspace"].queryset = workspaces.order_by("name")
-        self.fields["entity"].queryset = entities.select_related("workspace").order_by(
-            "name", "workspace__name"
-        )
-        # Names are unique within a workspace only.
-        self.fields["entity"].label_from_instance = lambda entity: (
-            f"{entity.name} ({entity.workspace.name})"
-        )
+        self.fields["entity"].queryset = entities
         self.fields["status"].error_messages["invalid_choice"] = (
             "%(value)s is not a run status; pick among the ones listed."
         )
-        for name in ("workspace", "entity"):
-            self.fields[name].error_messages["invalid_choice"] = (
-                f"No such {name} among the ones you can see."
-            )
+        self.fields["workspace"].error_messages["invalid_choice"] = (
+            "No such workspace among the ones you can see."
+        )
         for name in ("start", "end"):
             self.fields[name].error_messages["invalid"] = (
                 "Give a date and time as YYYY-MM-DDTHH:MM (for example 2025-01-15T10:30)."

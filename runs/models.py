@@ -93,6 +93,11 @@ class Run(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     execution_time_ms = models.PositiveIntegerField(null=True, blank=True)
+    # Of that, the time spent waiting on a person (its own requests and its descendants',
+    # from the request to the decision or timeout; runs.services.run_resume): the
+    # dashboard's run time leaves it out. A database default: child runs are inserted in SQL
+    # that names only the columns it sets.
+    human_wait_ms = models.PositiveBigIntegerField(default=0, db_default=0)
 
     # Counters of this run and all its descendants.
     total_cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
@@ -299,6 +304,26 @@ class RunEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trace_id}#{self.seq} {self.type}"
+
+
+class Broadcast(models.Model):
+    """A channel-layer message another process may need to hear, kept for a minute (the live
+    relay of the embedded default, `runs/relay.py`): the in-memory layer reaches only the
+    sockets of the process that sends, so the server process reads these and re-sends the
+    ones other processes wrote. Written only when no shared (Redis) layer is configured.
+
+    Trace events need no row here: the server reads them from RunEvent. The message is the
+    one the layer carries (ids and a status), nothing more."""
+
+    group = models.CharField(max_length=100)
+    message = models.JSONField()
+    # The process that sent it to its own layer already (`runs.events.PROCESS`): it does not
+    # hear it twice.
+    origin = models.CharField(max_length=32)
+    created_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.group} #{self.pk}"
 
 
 class Artifact(models.Model):

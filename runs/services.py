@@ -255,6 +255,12 @@ def run_resume(
     )
     append_events(str(trace_id), str(run_id), [(event, payload)])
     if woken:
+        # The wait is the run's and each of its ancestors' (they waited on it): run times
+        # without it say how long the work took (dashboard/selectors.py).
+        lineage = Run.objects.filter(pk=run_id).values_list("lineage", flat=True).first()
+        Run.objects.filter(pk__in=[run_id, *(lineage or [])]).update(
+            human_wait_ms=F("human_wait_ms") + max(0, int(waited.total_seconds() * 1000))
+        )
         enqueue(str(run_id))
     return bool(woken)
 

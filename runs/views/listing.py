@@ -12,6 +12,7 @@ costs nothing.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, push_url
 from django_htmx.middleware import HtmxDetails
 
+from entities.forms import SUGGESTIONS, entity_label
 from entities.selectors import entity_get, entity_list, entity_startable_list
 from governance.permissions import OPERATE, allowed_workspace_ids, has_perm, workspaces_for
 from runs.forms import RunFilterForm, RunInputForm
@@ -175,6 +177,38 @@ def runs_results(request: HtmxHttpRequest) -> HttpResponse:
         query = context["page_query"] if "page_query" in context else request.GET.urlencode()
         push_url(response, f"{reverse('runs:list')}{'?' if query else ''}{query}")
     return response
+
+
+_LIST_ID = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,60}")
+
+
+@login_required
+@require_GET
+def entity_suggest(request: HtmxHttpRequest) -> HttpResponse:
+    """The entity pickers' suggestions (entities/forms.py `EntityPicker`): the user's visible
+    entities whose name holds what was typed, in the workspace chosen beside the picker (its
+    id or slug), the first SUGGESTIONS by name, as the <datalist> the picker swaps in."""
+    typed = request.GET.get("entity", "").strip()[:100]
+    listed = request.GET.get("list", "")
+    if not _LIST_ID.fullmatch(listed):
+        return HttpResponse("list: the id of the picker's datalist", status=400)
+    entities = entity_list(user=request.user)
+    workspace = request.GET.get("workspace", "").strip()
+    if workspace.isascii() and workspace.isdigit():
+        entities = entities.filter(workspace_id=int(workspace))
+    elif workspace:
+        entities = entities.filter(workspace__slug=workspace[:100])
+    if "\x00" in typed:
+        entities = entities.none()
+    elif typed:
+        entities = entities.filter(name__icontains=typed)
+    context = {
+        "list_id": listed,
+        "labels": [
+            entity_label(e) for e in entities.order_by("name", "workspace__name")[:SUGGESTIONS]
+        ],
+    }
+    return render(request, "runs/_entity_suggestions.html", context)
 
 
 # -- cancel and re-run -------------------------------------------------------------------------
@@ -344,6 +378,7 @@ def _start_form(request: HtmxHttpRequest, context: dict, *, status: int) -> Http
 urlpatterns = [
     path("", runs_list, name="list"),
     path("results/", runs_results, name="results"),
+    path("entities/", entity_suggest, name="entity_suggest"),
     path("start/", run_start_choose, name="start"),
     path("start/<uuid:entity_id>/", run_start_entity, name="start_entity"),
     path("<uuid:pk>/cancel/", run_cancel_view, name="cancel"),

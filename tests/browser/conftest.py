@@ -8,12 +8,14 @@ database and the Redis channel layer, which is why it needs REDIS_URL.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -56,11 +58,10 @@ def _until_up(base_url: str, process: subprocess.Popen, log) -> str:
     pytest.fail(f"daphne stopped:\n{log.read()}")
 
 
-@pytest.fixture
-def asgi_server(transactional_db):
-    """The base URL of a daphne process serving the product against the test database."""
-    if connections["default"].vendor != "postgresql" or not settings.REDIS_URL:
-        pytest.skip("the browser tests need PostgreSQL (DATABASE_URL) and Redis (REDIS_URL)")
+@contextlib.contextmanager
+def _daphne(**env_changes: str | None) -> Iterator[str]:
+    """A daphne process serving the product against the test database, its base URL; each
+    of `env_changes` set in its environment, or removed when None."""
     port = _free_port()
     env = {
         **os.environ,
@@ -70,6 +71,11 @@ def asgi_server(transactional_db):
         "HIERARCH_EXECUTOR": "inline",
         "PYTHONPATH": str(ROOT),
     }
+    for name, value in env_changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     with tempfile.TemporaryFile(mode="w+") as log:
         process = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
@@ -91,6 +97,58 @@ def asgi_server(transactional_db):
 
 
 @pytest.fixture
+def asgi_server(transactional_db):
+    """The base URL of a daphne process serving the product against the test database."""
+    if connections["default"].vendor != "postgresql" or not settings.REDIS_URL:
+        pytest.skip("the browser tests need PostgreSQL (DATABASE_URL) and Redis (REDIS_URL)")
+    with _daphne() as base_url:
+        yield base_url
+
+
+# The embedded default's environment: no Redis, so the in-memory channel layer and the live
+# relay (runs/relay.py); the Celery settings go too, as `make run` has none.
+EMBEDDED = {"REDIS_URL": None, "CELERY_BROKER_URL": None, "CELERY_RESULT_BACKEND": None}
+
+
+@pytest.fixture
+def embedded_server(transactional_db):
+    """The base URL of a daphne process as `make run` serves it: no Redis. PostgreSQL all
+    the same: the test database of SQLite is in memory, which another process cannot open."""
+    if connections["default"].vendor != "postgresql":
+        pytest.skip("a server in its own process needs the PostgreSQL test database")
+    # The server's sweeper looks only when it starts: what the page shows of a run another
+    # process works on came from that process.
+    with _daphne(**EMBEDDED, HIERARCH_SWEEP_SECONDS="3600") as base_url:
+        yield base_url
+
+
+def manage(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`manage.py <args>` in a process of its own, with the embedded default's environment,
+    against the test database; fails the test with its output when it fails."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DATABASE_URL": _database_url(),
+        "HIERARCH_EXECUTOR": "inline",
+        "PYTHONPATH": str(ROOT),
+    }
+    for name in EMBEDDED:
+        env.pop(name, None)
+    done = subprocess.run(  # noqa: S603 - our own interpreter and arguments
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"manage.py {args[0]} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    return done
+
+
+@pytest.fixture
 def failures() -> list[str]:
     """Server errors, static files that failed, and script errors, as the browser saw them."""
     return []
@@ -109,15 +167,32 @@ def _console(message, failures: list[str]) -> None:
         failures.append(f"console error: {message.text}")
 
 
-@pytest.fixture
-def console_page(asgi_server, monkeypatch, failures):
-    with browser_context(asgi_server, monkeypatch) as context:
-        # Each page says when its websocket opened, so a test knows when pushes can arrive.
+@contextlib.contextmanager
+def _console_context(base_url: str, monkeypatch, failures: list[str]) -> Iterator:
+    """A browser context whose pages say when their websocket opened (so a test knows when
+    pushes can arrive) and record what failed in `failures`."""
+    with browser_context(base_url, monkeypatch) as context:
         context.add_init_script(
             "document.addEventListener('htmx:wsOpen', () => { window.hierarchLive = true })"
         )
-        page = context.new_page()
-        page.on("response", lambda response: _watch(response, failures))
-        page.on("pageerror", lambda error: failures.append(f"script error: {error}"))
-        page.on("console", lambda message: _console(message, failures))
-        yield page
+
+        def watched(page) -> None:
+            page.on("response", lambda response: _watch(response, failures))
+            page.on("pageerror", lambda error: failures.append(f"script error: {error}"))
+            page.on("console", lambda message: _console(message, failures))
+
+        context.on("page", watched)
+        yield context
+
+
+@pytest.fixture
+def console_page(asgi_server, monkeypatch, failures):
+    with _console_context(asgi_server, monkeypatch, failures) as context:
+        yield context.new_page()
+
+
+@pytest.fixture
+def embedded_context(embedded_server, monkeypatch, failures):
+    """A browser context on the embedded default's server (no Redis)."""
+    with _console_context(embedded_server, monkeypatch, failures) as context:
+        yield context

@@ -269,3 +269,37 @@ def test_a_run_ending_on_the_hour_counts_in_the_hour_that_begins(alice, writer):
     data = dashboard_metrics(user=alice, period=DAY, now=NOW)
     assert {moment.hour: t.p95_ms for moment, t in data.buckets.items()} == {14: 10, 13: 20, 15: 30}
     assert (data.current.finished, data.previous.finished) == (3, 1)
+
+
+def test_the_p95_run_time_leaves_out_an_hour_waiting_on_a_person(alice, dave, writer, editor):
+    """The writer's run waits on its editor child, which waits an hour on an approver: the
+    decision records the hour on the child and on the root, and the dashboard's run time is
+    what is left (2 s), not 1 h 2 s."""
+    from approvals.services import approval_decide
+    from dashboard.cards import headline_cards
+
+    ended = NOW - timedelta(minutes=10)
+    execution(writer, ended=ended, ms=1000)  # did not wait
+    root = execution(writer, status=RunStatus.WAITING, started=ended - HOUR)
+    child = execution(editor, status=RunStatus.PAUSED, parent=root, started=ended - HOUR)
+    Run.objects.filter(pk=child.pk).update(lineage=[str(root.pk)])
+    approval = approval_request(child, resume_status=RunStatus.RUNNING)
+    asked = timezone.now() - HOUR
+    type(approval).objects.filter(pk=approval.pk).update(requested_at=asked)
+    approval.refresh_from_db()
+    approval_decide(approval=approval, user=dave, decision="approve")
+
+    waits = dict(Run.objects.filter(trace_id=root.trace_id).values_list("pk", "human_wait_ms"))
+    for run in (root, child):
+        assert 3_600_000 <= waits[run.pk] < 3_660_000, waits
+    Run.objects.filter(pk=root.pk).update(
+        status=RunStatus.COMPLETED,
+        completed_at=ended,
+        execution_time_ms=waits[root.pk] + 2000,
+    )
+
+    data = dashboard_metrics(user=alice, period=DAY, now=NOW)
+    assert data.current.p95_ms == pytest.approx(1950)  # of 1000 and 2000 ms at work
+    card = next(c for c in headline_cards(data) if c.key == "p95_latency")
+    assert card.label == "P95 run time, excluding time waiting on a person"
+    assert card.value == "1.95 s"

@@ -151,7 +151,7 @@ def test_another_workspaces_id_is_a_field_error_that_shows_nothing_of_it(
     assert "mailer" not in page(response)
     entity = client.get(PAGE, {"entity": mailer.pk})
     assert entity.status_code == 422
-    assert f"There is no entity {mailer.pk} in your workspaces" in page(entity)
+    assert "There is no entity with this id among the ones you can see." in page(entity)
     assert "mailer" not in page(entity).replace(str(mailer.pk), "")
     garbage = client.get(PAGE, {"workspace": "x", "entity": "not-a-uuid"})
     assert garbage.status_code == 422
@@ -176,7 +176,7 @@ def test_an_entity_of_another_of_my_workspaces_is_named_at_the_field(client, ali
     assert "All your workspaces" not in page(switched) and "Acme" in page(switched)
 
 
-def test_the_entity_list_holds_only_the_chosen_workspaces_entities(
+def test_the_entity_picker_suggests_only_the_chosen_workspaces_entities(
     client, alice, globex, acme, writer
 ):
     from tests.factories import grant
@@ -185,10 +185,12 @@ def test_the_entity_list_holds_only_the_chosen_workspaces_entities(
     EntityFactory(workspace=globex, name="mailer")
     client.force_login(alice)
     every = page(client.get(PAGE))
+    assert 'hx-get="/runs/entities/"' in every and '<select name="entity"' not in every
+    suggest = {"entity": "", "list": "id_entity-suggestions"}
+    every = page(client.get("/runs/entities/", suggest))
     assert "writer (Acme)" in every and "mailer (Globex)" in every
-    narrowed = page(client.get(PAGE, {"workspace": acme.pk}))
-    options = re.search(r'<select name="entity".*?</select>', narrowed, re.S).group(0)
-    assert "writer" in options and "mailer" not in options
+    narrowed = page(client.get("/runs/entities/", {**suggest, "workspace": acme.pk}))
+    assert "writer (Acme)" in narrowed and "mailer" not in narrowed
 
 
 def test_charlie_sees_nothing_of_acme(client, charlie, recent, acme):

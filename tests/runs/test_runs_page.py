@@ -249,10 +249,14 @@ class TestFilters:
         client.force_login(bob)
         response = client.get(LIST, {"entity": str(mailer.pk)})
         assert response.status_code == 422
-        assert "No such entity among the ones you can see." in field_error(response, "entity")
+        refused = field_error(response, "entity")
+        assert "There is no entity with this id among the ones you can see." in refused
         assert "mailer" not in response.content.decode()
-        missing = client.get(LIST, {"entity": "not-a-uuid", "workspace": "globex"})
-        assert "“not-a-uuid” is not a valid UUID." in field_error(missing, "entity")
+        # By name: another workspace's entity is not found either (nor said to exist).
+        missing = client.get(LIST, {"entity": "mailer", "workspace": "globex"})
+        assert "No entity is named “mailer” among the ones you can see" in field_error(
+            missing, "entity"
+        )
         assert "No such workspace" in field_error(missing, "workspace")
 
     def test_bad_dates_are_errors_at_their_fields(self, client, bob, runs):
