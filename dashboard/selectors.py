@@ -151,7 +151,8 @@ def dashboard_entities(user: Any, workspace: Workspace | None = None) -> QuerySe
 
 
 def _executions(user: Any, workspace: Workspace | None, entity: Entity | None) -> QuerySet[Run]:
-    runs = scope(Run.objects.all(), user)
+    # Trials (the designer's "Try it") are not production: the dashboard leaves them out.
+    runs = scope(Run.objects.filter(trial=False), user)
     if workspace is not None:
         runs = runs.filter(workspace=workspace)
     if entity is not None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from designer.views import editor, tree, workspaces
+from designer.views import editor, tree, trial, workspaces
 
 app_name = "designer"
 
@@ -21,4 +21,10 @@ urlpatterns = [
     path("<slug:workspace>/entities/<uuid:pk>/check/", editor.entity_check, name="entity_check"),
     path("<slug:workspace>/entities/<uuid:pk>/json/", editor.entity_json, name="entity_json"),
     path("<slug:workspace>/entities/<uuid:pk>/status/", editor.entity_status, name="entity_status"),
+    path("<slug:workspace>/entities/<uuid:pk>/try/", trial.entity_try, name="entity_try"),
+    path(
+        "<slug:workspace>/entities/<uuid:pk>/try/<uuid:run>/",
+        trial.entity_try_result,
+        name="entity_try_result",
+    ),
 ]

@@ -74,6 +74,9 @@ class RunFilterForm(forms.Form):
         label="To", required=False, input_formats=[DATETIME_INPUT], widget=DateTimeInput()
     )
     children = forms.BooleanField(label="Include child runs", required=False)
+    trials = forms.BooleanField(
+        label="Trial runs (the designer's “Try it”) instead of production runs", required=False
+    )
 
     def __init__(
         self, data: Any, *, workspaces: QuerySet[Workspace], entities: QuerySet[Entity]
@@ -111,6 +114,7 @@ class RunFilterForm(forms.Form):
 
     def apply(self, queryset: QuerySet[Run]) -> QuerySet[Run]:
         data = self.cleaned_data
+        queryset = queryset.filter(trial=bool(data.get("trials")))
         if not data.get("children"):
             queryset = queryset.filter(parent__isnull=True)
         if data.get("status"):
@@ -141,7 +145,7 @@ class RunFilterForm(forms.Form):
                 pairs.append((name, value.pk))
             elif name in ("start", "end"):
                 pairs.append((name, timezone.localtime(value).strftime(DATETIME_INPUT)))
-            elif name == "children":
+            elif name in ("children", "trials"):
                 pairs.append((name, "on"))
             else:
                 pairs.append((name, value))

@@ -124,6 +124,11 @@ class Run(models.Model):
     reserved_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
     budget_anchor = models.UUIDField(null=True, blank=True)  # the nearest run with a budget
     limited = models.BooleanField(default=False)  # a call limit applies here or above
+    # A designer's "Try it" from the editor, and every run under it: drafts may run, and the
+    # lists and dashboards keep trials apart from production runs.
+    trial = models.BooleanField(default=False)
+    # Every tool call of the run (and below) is sandboxed: no external effect.
+    sandbox = models.BooleanField(default=False)
     # alert_threshold_usd: the write that takes the run's cost across it raises the alert.
     cost_alert_usd = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
 

@@ -40,6 +40,7 @@ def run_duration_estimate(entity_id: Any) -> timedelta | None:
             Run.objects.filter(
                 entity_id=entity_id,
                 parent__isnull=True,
+                trial=False,
                 status=RunStatus.COMPLETED,
                 execution_time_ms__isnull=False,
             )
@@ -156,3 +157,29 @@ def _trace_model_calls(trace_id: Any) -> dict[Any, list]:
             {"model": model, "tokens": tokens, "latency_ms": latency_ms, "purpose": purpose}
         )
     return models
+
+
+def trace_outline(*, user: Any, run_id: Any, most: int = 200) -> tuple[Run, list[Run], int]:
+    """A run's trace as an outline to show inline (the designer's "Try it"): the root, then
+    every run under it depth first in the order they started, at most `most` of them, each
+    with `level` (its depth below the root); and how many more there are. Two queries."""
+    root = run_get(user=user, pk=run_id)
+    rows = list(
+        run_list(user=user)
+        .filter(trace_id=root.trace_id)
+        .exclude(pk=root.pk)
+        .defer("input_data", "context", "state", "dynamic_plan", "lineage")
+        .order_by("depth", "created_at", "group_index", "id")[: most + 1]
+    )
+    more = max(0, len(rows) - most)
+    under: dict[Any, list[Run]] = defaultdict(list)
+    for row in rows[:most]:
+        under[row.parent_id].append(row)
+    outline: list[Run] = []
+    pending = [(child, 1) for child in reversed(under[root.pk])]
+    while pending:
+        node, level = pending.pop()
+        node.level = level
+        outline.append(node)
+        pending.extend((child, level + 1) for child in reversed(under[node.pk]))
+    return root, outline, more

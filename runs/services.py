@@ -17,7 +17,7 @@ from entities.models import Entity, Workspace
 from governance.alerts import alert_raise
 from governance.audit import audit_record
 from governance.models import AlertKind, AuditAction
-from governance.permissions import OPERATE, has_perm
+from governance.permissions import DESIGN, OPERATE, has_perm
 from runs import sql
 from runs.approval_desk import approval_desk
 from runs.engine import schemas
@@ -57,12 +57,19 @@ def run_start(
     user: Any = None,
     context: dict | None = None,
     rerun_of: Run | None = None,
+    trial: bool = False,
+    sandbox: bool = False,
 ) -> Run:
     """Create a root run of the entity's current version and hand it to the executor.
 
     Input problems, an entity that is not ACTIVE and the like end the run FAILED with an error
-    code at its first step, so they are recorded like any other failure."""
-    _refuse_unless_operator(user, entity.workspace, "start runs")
+    code at its first step, so they are recorded like any other failure. A `trial` (see
+    `run_try`) runs drafts too and is kept apart from production runs; under `sandbox` every
+    tool call of the run and below has no external effect."""
+    if trial:
+        _refuse_unless_trying(user, entity.workspace)
+    else:
+        _refuse_unless_operator(user, entity.workspace, "start runs")
     version = latest_version(entity)
     if version is None:
         raise RunRefused("NOT_FOUND", f"{entity.name} has no saved version")
@@ -79,6 +86,8 @@ def run_start(
             context=context,
             user=user,
             left=left,
+            trial=trial,
+            sandbox=sandbox,
         )
         audit_record(
             workspace=entity.workspace_id,
@@ -89,11 +98,32 @@ def run_start(
             after={
                 "entity": entity.name,
                 "version": version.version,
+                **({"trial": True, "sandbox": sandbox} if trial else {}),
                 **({"rerun_of": str(rerun_of.pk)} if rerun_of is not None else {}),
             },
         )
         enqueue(str(run.pk))
     return run
+
+
+def run_try(*, entity: Entity, input_data: Any, user: Any, live_tools: bool = False) -> Run:
+    """A designer's trial of the entity's current version, a draft too ("Try it" in the
+    designer): its tools are sandboxed unless `live_tools`, and the run and every run under it
+    are marked as a trial, which the runs list and the dashboard keep apart."""
+    return run_start(
+        entity=entity, input_data=input_data, user=user, trial=True, sandbox=not live_tools
+    )
+
+
+def _refuse_unless_trying(user: Any, workspace: Workspace) -> None:
+    """A trial is the designer's as much as the operator's: either role may start one."""
+    if user is None or has_perm(user, DESIGN, workspace) or has_perm(user, OPERATE, workspace):
+        return
+    raise RunRefused(
+        "PERMISSION_DENIED",
+        f"{getattr(user, 'username', 'this user')} may not try entities in {workspace.name}; "
+        "the designer or operator role is needed",
+    )
 
 
 def _refuse_unless_operator(user: Any, workspace: Workspace, doing: str) -> None:
@@ -130,6 +160,8 @@ def _root_run_created(
     context: dict | None,
     user: Any,
     left: Decimal | None,
+    trial: bool = False,
+    sandbox: bool = False,
 ) -> Run:
     """The root run's row, its trace's sequence and its run.created event."""
     # Personal data in the input and context is stored as pii_handling says.
@@ -142,6 +174,8 @@ def _root_run_created(
         context=run_data_sealed(definition, context or {}),
         depth_limit=definition["governance"]["execution_limits"]["max_recursion_depth"],
         created_by=user if getattr(user, "is_authenticated", False) else None,
+        trial=trial,
+        sandbox=sandbox,
     )
     for name, value in run_limits(definition, str(run.id), None, left).items():
         setattr(run, name, value)

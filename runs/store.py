@@ -504,6 +504,8 @@ class OrmRunStore(DispatchingStore):
             deadline=row["deadline_at"],
             budget_anchor=str(row["budget_anchor"]) if row["budget_anchor"] else None,
             limited=row["limited"],
+            trial=row["trial"],
+            sandbox=row["sandbox"],
             row_json={"state": state, "dynamic_plan": plan, "output_data": output},
         )
 
@@ -921,6 +923,8 @@ class OrmRunStore(DispatchingStore):
                     "created_by": run.created_by_id,
                     "created_at": now,
                     "cancel_requested": False,
+                    "trial": run.trial,
+                    "sandbox": run.sandbox,
                 }
             )
             events.items.append(
@@ -1010,6 +1014,8 @@ class OrmRunStore(DispatchingStore):
             deadline=run.deadline,
             budget_anchor=first["budget_anchor"],
             limited=first["limited"],
+            trial=run.trial,
+            sandbox=run.sandbox,
             row_json={"state": first["state"], "dynamic_plan": None, "output_data": None},
         )
         if group.endswith("/1") and not (run.cancel_requested or run.limited or run.budget_anchor):
@@ -1669,6 +1675,8 @@ _VIEW_FIELDS = (  # what `claim` reads back; a foreign key gives the related row
     "deadline_at",
     "budget_anchor",
     "limited",
+    "trial",
+    "sandbox",
     "webhook_url",
 )
 _ASLEEP = (RunStatus.PAUSED, RunStatus.BLOCKED)

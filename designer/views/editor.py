@@ -9,7 +9,9 @@ designers save.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
@@ -24,6 +26,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from designer.editor.base import EditorContext
 from designer.editor.document import RAW, Editor, raw_definition
+from designer.views.trial import may_try, result_context, trial_form
 from entities.definition import DefinitionInvalid, Problem
 from entities.selectors import entity_definition, entity_in_workspace, workspace_get
 from entities.services import STATUS_TRANSITIONS, entity_save, entity_set_status, entity_validate
@@ -83,6 +86,12 @@ def _render(
     context = editor.context
     entity = context.entity
     transitions = sorted(STATUS_TRANSITIONS.get(entity.status, ())) if entity else []
+    trial: dict[str, Any] = {}
+    if entity is not None and may_try(request.user, context.workspace):
+        trial["try_form"] = trial_form(entity)
+        shown = request.GET.get("try", "")
+        with contextlib.suppress(ValueError):  # not a run id: the form alone
+            trial |= result_context(request.user, entity, uuid.UUID(shown))
     return render(
         request,
         "designer/entity.html",
@@ -99,6 +108,7 @@ def _render(
             "raw_open": raw_text is not None,
             "status_actions": [(s, STATUS_ACTIONS[s]) for s in transitions],
             "new_types": NEW_TYPES,
+            **trial,
         },
         status=status,
     )

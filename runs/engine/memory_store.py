@@ -155,6 +155,8 @@ class StoredRun:
     budget_anchor: str | None = None
     limited: bool = False
     cost_alert_usd: Decimal | None = None
+    trial: bool = False
+    sandbox: bool = False
 
 
 @dataclass
@@ -342,6 +344,8 @@ class InMemoryRunStore(DispatchingStore):
         workspace_id: int | None = None,
         created_by_id: Any = None,
         context: dict[str, Any] | None = None,
+        trial: bool = False,
+        sandbox: bool = False,
     ) -> str:
         """Create a root run of the entity's current definition (as `run_start` does, with its
         `run.created` event); answer its id. Nothing advances it: hint the engine."""
@@ -366,6 +370,8 @@ class InMemoryRunStore(DispatchingStore):
                 depth_limit=definition["governance"]["execution_limits"]["max_recursion_depth"],
                 created_by_id=created_by_id,
                 context=_json(self.pii.sealed(definition, context or {})),
+                trial=trial,
+                sandbox=sandbox,
                 **run_limits(definition, run_id, None, left),
             )
             self._append_events(
@@ -541,6 +547,8 @@ class InMemoryRunStore(DispatchingStore):
                 deadline=row.deadline_at,
                 budget_anchor=row.budget_anchor,
                 limited=row.limited,
+                trial=row.trial,
+                sandbox=row.sandbox,
             )
 
     def let_go(self, run_id: str) -> None:
@@ -692,6 +700,8 @@ class InMemoryRunStore(DispatchingStore):
             depth=run.depth + 1,
             lineage=[*run.lineage, run.id],
             created_by_id=run.created_by_id,
+            trial=run.trial,
+            sandbox=run.sandbox,
         )
 
     def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:

@@ -63,10 +63,15 @@ def start_run(engine: Engine, run: RunView) -> tuple[RunView, bool]:
     return engine._later(run, [], events), True
 
 
+# What a trial may run besides ACTIVE entities: a draft being designed, and a deprecated one
+# being checked; never an archived one.
+TRIABLE = ("DRAFT", "DEPRECATED")
+
+
 def runtime_problem(run: RunView) -> Failed | None:
     """Runtime validation at the first entry (seed 000 §9.2): an ACTIVE entity, a valid
     input, an implementation for every tool."""
-    if run.entity_status != "ACTIVE":
+    if run.entity_status != "ACTIVE" and not (run.trial and run.entity_status in TRIABLE):
         return Failed(
             NOT_ACTIVE,
             f"{run.definition['identity']['name']} is {run.entity_status}; only ACTIVE "

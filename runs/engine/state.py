@@ -168,6 +168,8 @@ class RunView:
     deadline: Any = None  # timeout_ms from the start, or an ancestor's earlier deadline
     budget_anchor: str | None = None  # the nearest run (this one or above) with a budget
     limited: bool = False  # a call limit applies to this run or an ancestor
+    trial: bool = False  # a designer's trial: drafts run too (so do the runs under it)
+    sandbox: bool = False  # every tool call is sandboxed: no external effect
     # The memory items the run's prompts read (oldest first), read once a claim; None: not yet.
     memory: list[Any] | None = None
     # The ORM store's note of the JSON values its last committed write left in the run's

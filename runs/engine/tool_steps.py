@@ -109,7 +109,7 @@ def invoke_tool(
         idempotency_key=key,
         workspace_id=run.workspace_id,
         run_id=run.id,
-        sandbox=bool(tool.get("sandbox_mode")),
+        sandbox=run.sandbox or bool(tool.get("sandbox_mode")),
         caller_id=run.created_by_id,
         approved_by=approved.by,
     )

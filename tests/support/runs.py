@@ -34,11 +34,12 @@ class Driver:
             cipher=PiiCipher(),
         )
 
-    def run(self, entity: Any, input_data: Any) -> Run:
+    def run(self, entity: Any, input_data: Any, **options: Any) -> Run:
+        """`options` go to `run_start` (`trial=True`, `user=…`)."""
         handed_to = services.enqueue
         services.enqueue = self.queue.append  # this thread is the executor
         try:
-            run = run_start(entity=entity, input_data=input_data)
+            run = run_start(entity=entity, input_data=input_data, **options)
         finally:
             services.enqueue = handed_to
         for _ in range(10_000):
