@@ -5,12 +5,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db.models import Q, QuerySet
-from django.http import Http404
+from django.db.models import Case, Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 
 from entities.exchange import definition_of, with_relations
-from entities.models import Entity, EntityStatus, EntityVersion, Workspace
+from entities.models import ChildLink, Entity, EntityStatus, EntityVersion, Workspace
+from entities.validation import allowed_child_types
 from governance.permissions import OPERATE, VIEW, scope, visible_or_404
 
 
@@ -73,15 +74,6 @@ def entity_find(*, workspace: Workspace, ref: str) -> Entity | None:
     return found or entities.filter(external_id=ref).first() or entities.filter(name=ref).first()
 
 
-def entity_in_workspace(*, user: Any, workspace: Workspace, pk: Any, perm: str = VIEW) -> Entity:
-    """The workspace's entity, or a 404 when it does not exist, is another workspace's, or the
-    user may not see it."""
-    entity = entity_get(user=user, pk=pk, perm=perm)
-    if entity.workspace_id != workspace.pk:
-        raise Http404("No such entity in this workspace.")
-    return entity
-
-
 def entity_parent_list(*, entity: Entity) -> list[Entity]:
     """The entities that have `entity` as a child, by name."""
     return list(Entity.objects.filter(child_links__child=entity).distinct().order_by("name"))
@@ -106,3 +98,150 @@ def entity_version_list(*, entity: Entity) -> QuerySet[EntityVersion]:
 def entity_version_get(*, entity: Entity, version: str) -> EntityVersion:
     """One version of the entity by its SemVer, or a 404."""
     return get_object_or_404(entity_version_list(entity=entity), version=version)
+
+
+# The designer's tree. A workspace may hold thousands of entities, so the tree is read a
+# level at a time and a page at a time, each node with the two counts its row shows.
+
+
+def entity_in_workspace(*, user: Any, workspace: Workspace, pk: Any, perm: str = VIEW) -> Entity:
+    """The entity of `workspace`, or a 404 (another workspace's entity is not found)."""
+    return visible_or_404(
+        entity_list(user=user, perm=perm).filter(workspace=workspace), "entity", pk
+    )
+
+
+def _count(links: QuerySet[ChildLink], group: str, counted: str) -> Coalesce:
+    """How many distinct `counted` the links of the outer entity (by `group`) hold."""
+    rows = (
+        links.filter(**{group: OuterRef("pk")})
+        .order_by()
+        .values(group)
+        .annotate(n=Count(counted, distinct=True))
+        .values("n")
+    )
+    return Coalesce(Subquery(rows, output_field=IntegerField()), Value(0))
+
+
+def with_tree_counts(entities: QuerySet[Entity]) -> QuerySet[Entity]:
+    """Each entity with `child_count` (its links down) and `parent_count` (the distinct
+    entities it is a child of: more than one is a reused entity)."""
+    return entities.annotate(
+        child_count=_count(ChildLink.objects.all(), "parent", "id"),
+        parent_count=_count(ChildLink.objects.all(), "child", "parent"),
+    )
+
+
+# Processes first, then agents, skills, actions: the tree reads from the top level down.
+TYPE_RANK = Case(
+    When(type="PROCESS", then=Value(0)),
+    When(type="AGENT", then=Value(1)),
+    When(type="SKILL", then=Value(2)),
+    default=Value(3),
+    output_field=IntegerField(),
+)
+
+
+def tree_roots(*, workspace: Workspace) -> QuerySet[Entity]:
+    """The entities no other entity holds, processes first, then by name. The caller has
+    checked the workspace is the user's."""
+    roots = Entity.objects.filter(workspace=workspace, parent_links__isnull=True)
+    return with_tree_counts(roots).order_by(TYPE_RANK, "name")
+
+
+def tree_children(*, parent: Entity) -> QuerySet[ChildLink]:
+    """The parent's links in order, each child with its counts (`child__…` is read through
+    the link; the counts are on the link as `child_child_count`, `child_parent_count`)."""
+    links = ChildLink.objects.all()
+    child_count = (
+        links.filter(parent=OuterRef("child"))
+        .order_by()
+        .values("parent")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    parent_count = (
+        links.filter(child=OuterRef("child"))
+        .order_by()
+        .values("child")
+        .annotate(n=Count("parent", distinct=True))
+        .values("n")
+    )
+    return (
+        ChildLink.objects.filter(parent=parent)
+        .select_related("child")
+        .annotate(
+            child_child_count=Coalesce(Subquery(child_count, output_field=IntegerField()), 0),
+            child_parent_count=Coalesce(Subquery(parent_count, output_field=IntegerField()), 0),
+        )
+        .order_by("order", "id")
+    )
+
+
+def _matching(entities: QuerySet[Entity], text: str) -> QuerySet[Entity]:
+    """Entities whose name, display name or a tag holds `text`. A NUL character matches
+    nothing (PostgreSQL refuses it in a pattern)."""
+    if "\x00" in text:
+        return entities.none()
+    return entities.filter(
+        Q(name__icontains=text) | Q(display_name__icontains=text) | Q(tags__icontains=text)
+    )
+
+
+def _parents_map(workspace: Workspace) -> dict[Any, list[Any]]:
+    """Each entity's parents, the earliest link first: the workspace's whole link graph in
+    one query (ids only, cheap at thousands of links)."""
+    parents: dict[Any, list[Any]] = {}
+    rows = ChildLink.objects.filter(parent__workspace=workspace).order_by("id")
+    for parent_id, child_id in rows.values_list("parent_id", "child_id"):
+        parents.setdefault(child_id, []).append(parent_id)
+    return parents
+
+
+def tree_search(
+    *, workspace: Workspace, text: str, limit: int = 20
+) -> list[tuple[Entity, list[tuple[Any, str]]]]:
+    """Up to `limit` entities matching `text`, each with the (id, name) of the entities on
+    one path from a root down to it (the earliest parent at each level): where it sits."""
+    matching = _matching(Entity.objects.filter(workspace=workspace), text)
+    found = list(with_tree_counts(matching).order_by(TYPE_RANK, "name")[:limit])
+    if not found:
+        return []
+    parents = _parents_map(workspace)
+    paths: list[list[Any]] = []
+    for entity in found:
+        path, key, seen = [], entity.pk, {entity.pk}
+        while parents.get(key):
+            key = parents[key][0]
+            if key in seen:  # validation forbids cycles; a search must not hang on one
+                break
+            seen.add(key)
+            path.append(key)
+        paths.append(list(reversed(path)))
+    wanted = {key for path in paths for key in path}
+    names = dict(Entity.objects.filter(pk__in=wanted).values_list("pk", "name")) if wanted else {}
+    return [
+        (entity, [(key, names[key]) for key in path])
+        for entity, path in zip(found, paths, strict=True)
+    ]
+
+
+def child_candidates(*, parent: Entity, text: str, limit: int = 10) -> QuerySet[Entity]:
+    """The entities of the parent's workspace that could be linked under it: matching
+    `text`, of a type the type rule allows, neither the parent, one of its ancestors (a
+    cycle) nor already its child."""
+    types = allowed_child_types(parent.type)
+    if not types:
+        return Entity.objects.none()
+    parents = _parents_map(parent.workspace)
+    refused, frontier = {parent.pk}, [parent.pk]
+    while frontier:
+        for above in parents.get(frontier.pop(), []):
+            if above not in refused:
+                refused.add(above)
+                frontier.append(above)
+    refused.update(ChildLink.objects.filter(parent=parent).values_list("child_id", flat=True))
+    entities = Entity.objects.filter(workspace=parent.workspace, type__in=types).exclude(
+        pk__in=refused
+    )
+    return _matching(entities, text).order_by(TYPE_RANK, "name")[:limit]

@@ -708,3 +708,216 @@ def entities_delete(*, workspace: Workspace, entities: list[Entity], user: Any =
 
 def workspace_create(*, name: str, slug: str) -> Workspace:
     return Workspace.objects.create(name=name, slug=slug)
+
+
+# The designer's tree edits the hierarchy one link at a time. Each edit rewrites the parent's
+# definition (its `hierarchy.children`, and its static plan when one is on) and saves it
+# through `entities_save`, so validation, versions and the audit chain apply exactly as to
+# a save from the admin, the API or an import.
+
+
+def entity_link_child(*, parent: Entity, child: Entity, user: Any = None) -> SaveResult:
+    """Make an existing entity the last child of `parent` (a CHILD_ENTITY_INVOCATION step is
+    appended when the parent's static plan is on)."""
+    with transaction.atomic():
+        workspace = _design_lock(parent)
+        current = _current(parent)
+        child = Entity.objects.get(pk=child.pk, workspace=workspace)
+        if current.child_links.filter(child=child).exists():
+            raise DefinitionInvalid(
+                [
+                    Problem(
+                        "hierarchy.children",
+                        f"\u201c{child.name}\u201d is already a child of "
+                        f"\u201c{current.name}\u201d",
+                    )
+                ]
+            )
+        definition = definition_of(current)
+        _append_child(definition, ref=child.ref, child_type=child.type, label=_label(child))
+        return entities_save(
+            workspace=workspace,
+            definitions=[definition],
+            targets=[current],
+            labels=[""],
+            user=user,
+        )[0]
+
+
+def entity_create_child(
+    *,
+    parent: Entity,
+    type: str,  # noqa: A002 - the exchange format's word
+    name: str,
+    description: str = "",
+    user: Any = None,
+) -> SaveResult:
+    """Create a minimal DRAFT entity and make it the last child of `parent`, in one save:
+    both are written, or neither. Returns the new child's result."""
+    with transaction.atomic():
+        workspace = _design_lock(parent)
+        current = _current(parent)
+        description = description.strip() or f"A {type.lower()} of {current.name}."
+        child_definition: dict[str, Any] = {
+            "metadata": {"type": type, "status": EntityStatus.DRAFT, "tags": []},
+            "identity": {"name": name, "description": description},
+            "hierarchy": {"parent_id": current.ref, "children": []},
+        }
+        if type in ("AGENT", "PROCESS"):
+            # Required of these types; a starting point the editor invites them to rewrite.
+            child_definition["identity"]["persona"] = {
+                "system_prompt": f"You are {name}. {description}"
+            }
+        definition = definition_of(current)
+        _append_child(definition, ref=name, child_type=type, label=name)
+        results = entities_save(
+            workspace=workspace,
+            definitions=[child_definition, definition],
+            targets=[None, current],
+            labels=["", ""],
+            user=user,
+        )
+        return results[0]
+
+
+def entity_unlink_child(*, parent: Entity, child: Entity, user: Any = None) -> SaveResult:
+    """Remove `child` from `parent`'s children, with the plan steps that invoke it (a static
+    plan left with no steps is turned off: there is nothing left for it to order). The child
+    itself stays; it becomes a root when nothing else holds it."""
+    with transaction.atomic():
+        workspace = _design_lock(parent)
+        current = _current(parent)
+        child = Entity.objects.get(pk=child.pk, workspace=workspace)
+        definition = definition_of(current)
+        hierarchy = definition["hierarchy"]
+        kept = [link for link in hierarchy["children"] if link["child_id"] != child.ref]
+        if len(kept) == len(hierarchy["children"]):
+            raise DefinitionInvalid(
+                [
+                    Problem(
+                        "hierarchy.children",
+                        f"\u201c{child.name}\u201d is not a child of \u201c{current.name}\u201d "
+                        "(any more): reload the page",
+                    )
+                ]
+            )
+        hierarchy["children"] = kept
+        static_plan = definition["planning"]["static_plan"]
+        static_plan["steps"] = [
+            step for step in static_plan["steps"] if step["target"]["entity_id"] != child.ref
+        ]
+        if not static_plan["steps"]:
+            static_plan["enabled"] = False
+        definitions, targets = [definition], [current]
+        if child.parent_id == current.pk:
+            # Its home parent no longer holds it.
+            home = definition_of(with_relations(Entity.objects.filter(pk=child.pk)).get())
+            home["hierarchy"]["parent_id"] = None
+            definitions.append(home)
+            targets.append(child)
+        return entities_save(
+            workspace=workspace,
+            definitions=definitions,
+            targets=targets,
+            labels=[""] * len(definitions),
+            user=user,
+        )[0]
+
+
+def entity_reorder_children(*, parent: Entity, order: list[Any], user: Any = None) -> SaveResult:
+    """Put `parent`'s first children in a new order: `order` holds the ids of the first
+    len(order) children (all of them, or the ones a page showed) in the order wanted; the
+    rest keep their places. Under a static plan the steps that invoke children trade places
+    the same way, keeping the slots between other steps, and an exit condition still jumps
+    to the step it named. A list that does not match the children (a stale page) is refused."""
+    with transaction.atomic():
+        workspace = _design_lock(parent)
+        current = _current(parent)
+        definition = definition_of(current)
+        links = definition["hierarchy"]["children"]
+        links_by_id = {str(link.child.pk): link.child.ref for link in current.child_links.all()}
+        wanted = [links_by_id.get(str(pk)) for pk in order]
+        head = [link["child_id"] for link in links[: len(order)]]
+        if None in wanted or sorted(wanted) != sorted(head):
+            raise DefinitionInvalid(
+                [
+                    Problem(
+                        "hierarchy.children",
+                        f"the children of \u201c{current.name}\u201d changed since the page was "
+                        "loaded: reload it and move them again",
+                    )
+                ]
+            )
+        pool: dict[str, list[dict]] = {}
+        for link in links[: len(order)]:
+            pool.setdefault(link["child_id"], []).append(link)
+        reordered = [pool[ref].pop(0) for ref in wanted]
+        definition["hierarchy"]["children"] = reordered + links[len(order) :]
+        _reorder_steps(definition)
+        return entities_save(
+            workspace=workspace,
+            definitions=[definition],
+            targets=[current],
+            labels=[""],
+            user=user,
+        )[0]
+
+
+def _design_lock(parent: Entity) -> Workspace:
+    """The parent's workspace, locked for design-time writes (as `entities_save` does), so
+    the definition read next is the one the save replaces."""
+    return Workspace.objects.select_for_update().get(pk=parent.workspace_id)
+
+
+def _current(parent: Entity) -> Entity:
+    """The parent as stored now, with what its definition reads (the caller's copy may be
+    from a page loaded minutes ago)."""
+    return with_relations(Entity.objects.filter(pk=parent.pk)).get()
+
+
+def _label(entity: Entity) -> str:
+    return entity.display_name or entity.name
+
+
+def _append_child(definition: dict, *, ref: str, child_type: str, label: str) -> None:
+    """The new child's link, and its step when the static plan is on."""
+    definition["hierarchy"]["children"].append({"child_id": ref, "child_type": child_type})
+    static_plan = definition["planning"]["static_plan"]
+    if not static_plan.get("enabled"):
+        return
+    steps = static_plan["steps"]
+    order = max((step["order"] for step in steps), default=0) + 1
+    taken = {step["step_id"] for step in steps}
+    step_id = f"step-{order}"
+    while step_id in taken:
+        step_id += "-b"
+    steps.append(
+        {
+            "step_id": step_id,
+            "order": order,
+            "name": f"Invoke {label}",
+            "type": "CHILD_ENTITY_INVOCATION",
+            "target": {"entity_id": ref},
+        }
+    )
+
+
+def _reorder_steps(definition: dict) -> None:
+    """The child steps of the static plan follow the children's new order, in the orders
+    (slots) they held; exit conditions that name a moved step's order follow it."""
+    rank = {}
+    for index, link in enumerate(definition["hierarchy"]["children"]):
+        rank.setdefault(link["child_id"], index)
+    steps = definition["planning"]["static_plan"]["steps"]
+    moving = [step for step in steps if step["target"]["entity_id"] in rank]
+    slots = sorted(step["order"] for step in moving)
+    moved = sorted(moving, key=lambda step: (rank[step["target"]["entity_id"]], step["order"]))
+    renumbered = {step["order"]: slot for step, slot in zip(moved, slots, strict=True)}
+    for step in steps:
+        for exit_condition in step.get("exit_conditions", []):
+            target = exit_condition.get("next_step")
+            if isinstance(target, int) and not isinstance(target, bool):
+                exit_condition["next_step"] = renumbered.get(target, target)
+    for step in moving:
+        step["order"] = renumbered[step["order"]]
+    steps.sort(key=lambda step: step["order"])

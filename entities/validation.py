@@ -27,6 +27,43 @@ def entity_key(pk: Any) -> str:
     return pk.hex if isinstance(pk, uuid.UUID) else str(pk).replace("-", "").lower()
 
 
+# A child is never of a higher level than its parent (equal levels nest: an agent may lead
+# agents); an ACTION, the lowest, has no children.
+TYPE_LEVELS = {"PROCESS": 4, "AGENT": 3, "SKILL": 2, "ACTION": 1}
+
+
+def type_rule_problem(parent_name: str, parent_type: str, child_name: str, child_type: str) -> str:
+    """Why `child` may not sit under `parent`, in plain words, or "" when it may. Types not
+    known yet (a definition too broken to read) are left to the schema's own problems."""
+    parent_level, child_level = TYPE_LEVELS.get(parent_type), TYPE_LEVELS.get(child_type)
+    if parent_level is None or child_level is None:
+        return ""
+    if parent_type == "ACTION":
+        return (
+            f"“{child_name}” cannot be a child of the ACTION “{parent_name}”: "
+            "an action is the smallest unit and has no children"
+        )
+    if child_level > parent_level:
+        return (
+            f"“{child_name}” is {_article(child_type)} {child_type} and cannot be a "
+            f"child of the {parent_type} “{parent_name}”: a child is never of a "
+            "higher level than its parent (PROCESS, then AGENT, then SKILL, then ACTION)"
+        )
+    return ""
+
+
+def allowed_child_types(parent_type: str) -> list[str]:
+    """The types a child of a `parent_type` may have, highest first."""
+    if parent_type == "ACTION" or parent_type not in TYPE_LEVELS:
+        return []
+    level = TYPE_LEVELS[parent_type]
+    return [t for t, lv in TYPE_LEVELS.items() if lv <= level]
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "AEIOU" else "a"
+
+
 def _money(value: Any) -> Decimal | None:
     return None if value is None else Decimal(str(value))
 
@@ -314,6 +351,11 @@ def _resolve_parent(catalog: Catalog, draft: Draft) -> list[Problem]:
             problems.append(
                 Problem("hierarchy.parent_id", "an entity cannot be its own parent", label)
             )
+        else:
+            parent, own = catalog.nodes[draft.resolved_parent], catalog.nodes[draft.key]
+            refused = type_rule_problem(parent.name, parent.type, own.name, own.type)
+            if refused:
+                problems.append(Problem("hierarchy.parent_id", refused, label))
     return problems
 
 
@@ -349,6 +391,9 @@ def _resolve_children(catalog: Catalog, draft: Draft) -> list[Problem]:
                     label,
                 )
             )
+        refused = type_rule_problem(node.name, node.type, catalog.name(child), child_type)
+        if refused:
+            problems.append(Problem(path, refused, label))
         node.children.append(child)
     return problems
 

@@ -83,9 +83,14 @@ def test_a_designer_sees_a_cycle_refused_and_then_adds_a_fresh_action(
     page.click("input[name=_save]")
 
     expect(page.locator(".errornote")).to_be_visible()
-    expect(page.locator(f"#child_links-{row} td.field-child .errorlist")).to_have_text(
-        "creates a cycle: content_analyst_agent → video_ad_creation_process → "
-        "content_analyst_agent; an entity cannot be its own ancestor"
+    errors = page.locator(f"#child_links-{row} td.field-child .errorlist li")
+    # A process under an agent also breaks the type rule: both are told at the field.
+    expect(errors).to_have_text(
+        [
+            re.compile("is a PROCESS and cannot be a child of the AGENT"),
+            "creates a cycle: content_analyst_agent → video_ad_creation_process → "
+            "content_analyst_agent; an entity cannot be its own ancestor",
+        ]
     )
     assert children_of(demo) == children_before
     assert list(demo.versions.values_list("version", flat=True)) == versions_before

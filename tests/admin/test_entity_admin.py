@@ -388,9 +388,13 @@ def test_a_child_that_makes_a_cycle_is_refused_at_the_child_field(as_alice, worl
     response = post_change(as_alice, world.research, {"child_links-1-child": world.planner.pk})
     assert response.status_code == 200
     errors = inline_forms(response, ChildLink)[1].errors["child"]
+    # An agent under a skill breaks the type rule as well: both are told at the field.
     assert errors == [
+        "“planner_agent” is an AGENT and cannot be a child of the SKILL "
+        "“research_skill”: a child is never of a higher level than its parent "
+        "(PROCESS, then AGENT, then SKILL, then ACTION)",
         "creates a cycle: research_skill → planner_agent → research_skill; "
-        "an entity cannot be its own ancestor"
+        "an entity cannot be its own ancestor",
     ]
     assert "creates a cycle: research_skill → planner_agent → research_skill" in (
         response.content.decode()
@@ -495,7 +499,8 @@ def test_a_cycle_a_duplicate_name_and_a_bad_section_are_shown_together(as_alice,
     )
     assert response.status_code == 200
     assert set(response.context["adminform"].form.errors) == {"logic_gate", "name"}
-    [cycle] = inline_forms(response, ChildLink)[1].errors["child"]
+    [type_rule, cycle] = inline_forms(response, ChildLink)[1].errors["child"]
+    assert "is an AGENT and cannot be a child of the SKILL" in type_rule
     assert cycle.startswith("creates a cycle: ")
 
 

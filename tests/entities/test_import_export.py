@@ -287,9 +287,12 @@ def test_a_bundle_whose_last_entity_breaks_a_link_saves_nothing(demo):
     with pytest.raises(DefinitionInvalid) as refusal:
         entities_import(workspace=demo, definitions=definitions)
 
-    problems = refusal.value.problems
-    assert all("creates a cycle" in p.message for p in problems)
+    # An action under nothing but itself: the type rule refuses the link too, at the action.
     last = len(definitions) - 1
+    (typed,) = [p for p in refusal.value.problems if "creates a cycle" not in p.message]
+    assert typed.entity == f"entities[{last}] (asset_upload_action)"
+    assert typed.message.startswith("“video_ad_creation_process” cannot be a child of")
+    problems = [p for p in refusal.value.problems if p is not typed]
     assert {p.entity for p in problems} == {  # every entity on the loop is told
         "entities[0] (video_ad_creation_process)",
         "entities[10] (video_production_agent)",

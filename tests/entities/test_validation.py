@@ -85,8 +85,9 @@ def chain(acme):
 
 
 def test_it_refuses_a_cycle_of_two(acme):
+    # Two of one level: across levels the type rule refuses the link before any cycle.
     b = EntityFactory(workspace=acme, name="b", type="SKILL")
-    EntityFactory(workspace=acme, name="a", type="AGENT", children=[b])
+    EntityFactory(workspace=acme, name="a", type="SKILL", children=[b])
 
     problems = refused(acme, definition("b", "SKILL", children=["a"]), entity=b)
 
@@ -95,12 +96,27 @@ def test_it_refuses_a_cycle_of_two(acme):
     assert len(problems) == 1
 
 
-def test_it_refuses_a_cycle_of_three_made_by_the_last_save(acme, chain):
+def test_it_refuses_a_cycle_of_three_made_by_the_last_save(acme):
+    c = EntityFactory(workspace=acme, name="c", type="AGENT")
+    b = EntityFactory(workspace=acme, name="b", type="AGENT", children=[c])
+    EntityFactory(workspace=acme, name="a", type="AGENT", children=[b])
+
+    problems = refused(acme, definition("c", "AGENT", children=["a"]), entity=c)
+
+    assert "creates a cycle: c → a → b → c" in at(problems, "hierarchy.children[0].child_id")
+
+
+def test_a_cycle_across_levels_is_told_with_the_type_rule(acme, chain):
     top, a, b, c = chain
 
     problems = refused(acme, definition("c", "ACTION", children=["a"]), entity=c)
 
-    assert "creates a cycle: c → a → b → c" in at(problems, "hierarchy.children[0].child_id")
+    messages = [p.message for p in problems if p.path == "hierarchy.children[0].child_id"]
+    assert messages == [
+        "“a” cannot be a child of the ACTION “c”: an action is the smallest "
+        "unit and has no children",
+        "creates a cycle: c → a → b → c; an entity cannot be its own ancestor",
+    ]
 
 
 def test_it_refuses_a_cycle_between_two_entities_of_one_bundle(acme):
@@ -562,7 +578,9 @@ def test_a_refused_update_leaves_the_stored_definition_unchanged(acme, chain):
 
     problems = refused(acme, update, entity=a)
 
-    assert "creates a cycle: a → top → a" in at(problems, "hierarchy.children[2].child_id")
+    messages = [p.message for p in problems if p.path == "hierarchy.children[2].child_id"]
+    assert any("creates a cycle: a → top → a" in m for m in messages)
+    assert any("is a PROCESS and cannot be a child of the AGENT" in m for m in messages)
     after = Entity.objects.get(pk=a.pk)
     assert definition_of(after) == before
     assert after.description == "a does one thing well"

@@ -66,7 +66,7 @@ def reconnect():
 def top():
     acme = WorkspaceFactory(name="Acme", slug="acme")
     EntityFactory(workspace=acme, name="solo", io_contract=io(None, answer="string"))
-    return EntityFactory(workspace=acme, name="top", children=["solo"])
+    return EntityFactory(workspace=acme, name="top", type="SKILL", children=["solo"])
 
 
 def runs_to_the_end(top, times: int = 3) -> None:  # noqa: ANN001

@@ -138,7 +138,7 @@ def test_a_closed_connection_is_freed_with_what_the_writes_prepared_on_it(acme):
     (the statements psycopg prepared for them, their cursors) may keep it alive, or a
     long-lived worker keeps every connection it ever opened in memory."""
     EntityFactory(workspace=acme, name="solo", io_contract=io(None, answer="string"))
-    top = EntityFactory(workspace=acme, name="top", children=["solo"])
+    top = EntityFactory(workspace=acme, name="top", type="SKILL", children=["solo"])
     # The first connection of a process may be kept by what psycopg and Django set up once on
     # their first use; every later one must go.
     for _ in range(2):
