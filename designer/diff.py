@@ -133,6 +133,11 @@ class Change:
     def label(self) -> str:
         return " › ".join(self.labels)
 
+    @property
+    def word(self) -> str:
+        """The kind as the page says it: `not compared`."""
+        return self.kind.replace("_", " ")
+
 
 @dataclass
 class Section:
@@ -169,6 +174,11 @@ class Diff:
     @property
     def total(self) -> int:
         return len(self.changes)
+
+    @property
+    def unchanged(self) -> list[str]:
+        """The titles of the sections without a change (shown collapsed, as one line)."""
+        return [section.title for section in self.sections if not section.changed]
 
 
 def definition_diff(
@@ -362,6 +372,29 @@ def _keyed(items: list[dict], id_key: str) -> dict[str, Any]:
         seen[ident] += 1
         keyed[ident if seen[ident] == 1 else f"{ident} #{seen[ident]}"] = item
     return keyed
+
+
+_PATH_PART = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+
+
+def path_words(path: str) -> str:
+    """A validation problem's path (`hierarchy.children[0].child_id`) in the designer's
+    words, as the diff names the same field (`Children › 1 › Child`)."""
+    parts: list[str | int] = [
+        int(index) if index else key for index, key in _PATH_PART.findall(path[:500])
+    ]
+    keys = tuple(part for part in parts if isinstance(part, str))
+    labels: list[str] = []
+    rest = parts
+    for prefix, words in _PREFIXES.items():
+        if keys[: len(prefix)] == prefix and parts[: len(prefix)] == list(prefix):
+            labels, rest = list(words), parts[len(prefix) :]
+            break
+    else:
+        if parts and isinstance(parts[0], str):
+            labels, rest = [SECTIONS.get(parts[0]) or label_of(parts[0])], parts[1:]
+    labels += [str(part + 1) if isinstance(part, int) else label_of(part) for part in rest]
+    return " › ".join(labels)
 
 
 def label_of(key: Any) -> str:

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from designer import diff
-from designer.diff import definition_diff, preview, same, text_diff
+from designer.diff import definition_diff, path_words, preview, same, text_diff
 from tests.factories import definition
 
 
@@ -267,3 +267,17 @@ def test_same_is_deep_equality_without_recursion():
     assert same({"a": [1, {"b": "c"}]}, {"a": [1, {"b": "c"}]})
     assert not same({"a": [1, {"b": "c"}]}, {"a": [1, {"b": "d"}]})
     assert not same([1], [1, 2]) and not same({"a": 1}, {"b": 1}) and not same(0, False)
+
+
+@pytest.mark.parametrize(
+    ("path", "words"),
+    [
+        ("hierarchy.children[0].child_id", "Children › 1 › Child"),
+        ("planning.static_plan.steps[2].target.tool_id", "Plan › 3 › Target › Tool"),
+        ("identity.persona.system_prompt", "Identity › Persona › System prompt"),
+        ("governance.cost_controls.max_cost_usd", "Governance › Cost controls › Max cost (USD)"),
+        ("", ""),
+    ],
+)
+def test_a_problems_path_reads_as_the_diff_names_the_field(path, words):
+    assert path_words(path) == words
