@@ -54,6 +54,9 @@ def versions_url(entity: Any, **params: str) -> str:
 @login_required
 @require_http_methods(["GET", "POST"])
 def versions(request: HttpRequest, workspace: str, pk: uuid.UUID) -> HttpResponse:
+    """The page (GET) and the restore (POST). The entity must be the user's and this
+    workspace's: anything else is a 404, so the URL confirms nothing about other tenants;
+    viewers read the history, only designers restore (checked here, not in the template)."""
     ws = workspace_get(user=request.user, slug=workspace)
     entity = entity_get(user=request.user, pk=pk)
     if entity.workspace_id != ws.pk:  # the entity is the user's, but not under this URL
