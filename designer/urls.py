@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from designer.views import editor, tree, trial, workspaces
+from designer.views import editor, tree, trial, versions, workspaces
 
 app_name = "designer"
 
@@ -34,4 +34,5 @@ urlpatterns = [
     path("<slug:workspace>/tree/<uuid:pk>/create/", tree.create, name="tree_create"),
     path("<slug:workspace>/tree/<uuid:pk>/unlink/", tree.unlink, name="tree_unlink"),
     path("<slug:workspace>/tree/<uuid:pk>/reorder/", tree.reorder, name="tree_reorder"),
+    path("<slug:workspace>/entities/<uuid:pk>/versions/", versions.versions, name="versions"),
 ]
