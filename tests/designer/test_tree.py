@@ -103,7 +103,8 @@ def test_names_are_escaped(as_bob, video):
 
 def test_a_name_links_to_the_entitys_page(as_bob, video):
     page = as_bob.get(url("tree_children", pk=video["campaign"].pk)).content.decode()
-    assert reverse("admin:entities_entity_change", args=[video["writer"].pk]) in page
+    editor = reverse("designer:entity", kwargs={"workspace": "acme", "pk": video["writer"].pk})
+    assert editor in page
 
 
 def test_many_children_come_a_page_at_a_time(as_bob, acme):

@@ -243,7 +243,8 @@ def test_a_restore_the_workspace_refuses_now_names_the_problem_and_loses_nothing
 
 def test_the_page_links_to_the_entitys_editor(alice, writer):
     page = signed_in(Client, alice).get(url(writer)).content.decode()
-    assert reverse("admin:entities_entity_change", args=[writer.pk]) in page
+    editor = reverse("designer:entity", kwargs={"workspace": "acme", "pk": writer.pk})
+    assert f'href="{editor}"' in page
 
 
 def test_the_page_answers_in_a_bounded_number_of_queries(
