@@ -21,9 +21,10 @@ from config.json_input import JSONInputRefused, json_input_loads
 from designer.editor.base import EditorContext, Section
 from designer.editor.identity import IdentitySection
 from designer.editor.model import ModelSection
+from designer.editor.tools import ToolsSection
 from entities.definition import Problem
 
-SECTIONS: tuple[type[Section], ...] = (IdentitySection, ModelSection)
+SECTIONS: tuple[type[Section], ...] = (IdentitySection, ModelSection, ToolsSection)
 
 DOCUMENT = "document"
 RAW = "raw"
