@@ -75,6 +75,8 @@ class Section:
     template: ClassVar[str] = "designer/editor/_section.html"
     # Rendered after the fields (datalists, previews); "" for none.
     extra_template: ClassVar[str] = ""
+    # Rendered into the check's answer (out-of-band swaps of what the fields make); "" for none.
+    check_template: ClassVar[str] = ""
     intro: ClassVar[str] = ""
     # The form's fields under headings: ((heading or "", (field names…)), …); empty: all.
     groups: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()
