@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from governance.permissions import VIEW, scope, visible_or_404
 from tools.builtin import BUILTINS
@@ -18,6 +21,68 @@ def tool_list(*, user: Any, perm: str = VIEW) -> QuerySet[Tool]:
 def tool_get(*, user: Any, pk: Any, perm: str = VIEW) -> Tool:
     """The tool, or a 404 when it does not exist or belongs to another workspace."""
     return visible_or_404(tool_list(user=user, perm=perm), "tool", pk)
+
+
+@dataclass(frozen=True)
+class UsableTool:
+    """A tool an entity of the workspace can pick: the registry's, or a built-in the registry
+    does not have (every built-in is usable by its name in every workspace)."""
+
+    definition: dict[str, Any]
+    in_registry: bool
+
+    @property
+    def tool_id(self) -> str:
+        return str(self.definition["tool_id"])
+
+    @property
+    def builtin(self) -> bool:
+        return self.tool_id in BUILTINS
+
+
+def usable_tools(
+    *,
+    workspace: Any,
+    search: str = "",
+    tool_ids: Collection[str] | None = None,
+    limit: int | None = None,
+) -> list[UsableTool]:
+    """The workspace's tools then the built-ins it does not override, by tool_id, matching
+    `search` (in the id, name or description) and limited to `tool_ids` when given. The caller
+    has checked the user may see the workspace."""
+    rows = Tool.objects.filter(workspace=workspace).order_by("tool_id")
+    if search:
+        rows = rows.filter(
+            Q(tool_id__icontains=search)
+            | Q(name__icontains=search)
+            | Q(description__icontains=search)
+        )
+    if tool_ids is not None:
+        rows = rows.filter(tool_id__in=list(tool_ids))
+    found = [UsableTool(tool.as_definition(), True) for tool in rows[:limit]]
+    if limit is not None and len(found) >= limit:
+        return found
+    # The built-ins overridden by a registry tool of the same id are that tool.
+    overridden = set(
+        Tool.objects.filter(workspace=workspace, tool_id__in=list(BUILTINS)).values_list(
+            "tool_id", flat=True
+        )
+    )
+    needle = search.lower()
+    for name in sorted(set(BUILTINS) - overridden):
+        definition = BUILTINS[name].definition
+        text = " ".join((name, definition.get("name", ""), definition.get("description", "")))
+        if (tool_ids is None or name in tool_ids) and needle in text.lower():
+            found.append(UsableTool(copy.deepcopy(definition), False))
+    return found[:limit]
+
+
+def usable_tool_count(*, workspace: Any) -> int:
+    """How many tools the workspace's entities can pick from: its registry's and the
+    built-ins it does not override."""
+    rows = Tool.objects.filter(workspace=workspace)
+    overridden = set(rows.filter(tool_id__in=list(BUILTINS)).values_list("tool_id", flat=True))
+    return rows.count() + len(set(BUILTINS) - overridden)
 
 
 # -- for entities' definitions (entities/tool_catalog.py): not scoped, the workspace is given ---

@@ -31,6 +31,15 @@ class EditorContext:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def add_error(form: forms.Form, field: str | None, message: str) -> None:
+    """`form.add_error` that also works on a form shown unbound (the raw JSON put back into
+    the fields, with the services' problems): Django's needs the cleaned data it removes the
+    field from, which only a bound form has."""
+    if not hasattr(form, "cleaned_data"):
+        form.cleaned_data = {}
+    form.add_error(field, message)
+
+
 class RowForm(forms.Form):
     """One row of a list (an example, a child, a plan step). `paths` maps a path under the
     row (".scenario") to the field that edits it; a path not listed goes to the row as a
@@ -41,9 +50,9 @@ class RowForm(forms.Form):
     def place(self, rest: str, message: str) -> None:
         for prefix, name in sorted(self.paths.items(), key=lambda item: -len(item[0])):
             if rest == prefix or rest.startswith((prefix + ".", prefix + "[")):
-                self.add_error(name, message)
+                add_error(self, name, message)
                 return
-        self.add_error(None, message)
+        add_error(self, None, message)
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,8 @@ class Section:
     template: ClassVar[str] = "designer/editor/_section.html"
     # Rendered after the fields (datalists, previews); "" for none.
     extra_template: ClassVar[str] = ""
+    # Rendered into the check's answer (out-of-band swaps of what the fields make); "" for none.
+    check_template: ClassVar[str] = ""
     intro: ClassVar[str] = ""
     # The form's fields under headings: ((heading or "", (field names…)), …); empty: all.
     groups: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()
@@ -173,11 +184,11 @@ class Section:
                     kept[int(found.group(1))].place(found.group(2), problem.message)
                     return True
                 if path == spec.path:
-                    self.form.add_error(None, problem.message)
+                    add_error(self.form, None, problem.message)
                     return True
         for prefix, name in sorted(self.paths.items(), key=lambda item: -len(item[0])):
             if path == prefix or path.startswith((prefix + ".", prefix + "[")):
-                self.form.add_error(name or None, problem.message)
+                add_error(self.form, name or None, problem.message)
                 return True
         return False
 

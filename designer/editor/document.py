@@ -19,12 +19,20 @@ from django.http import QueryDict
 
 from config.json_input import JSONInputRefused, json_input_loads
 from designer.editor.base import EditorContext, Section
+from designer.editor.contract import ContractSection
 from designer.editor.governance import GovernanceSection
 from designer.editor.identity import IdentitySection
 from designer.editor.model import ModelSection
+from designer.editor.tools import ToolsSection
 from entities.definition import Problem
 
-SECTIONS: tuple[type[Section], ...] = (IdentitySection, ModelSection, GovernanceSection)
+SECTIONS: tuple[type[Section], ...] = (
+    IdentitySection,
+    ModelSection,
+    ToolsSection,
+    ContractSection,
+    GovernanceSection,
+)
 
 DOCUMENT = "document"
 RAW = "raw"
