@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Collection
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from django.db.models import Q, QuerySet
 
+from entities.definition import normalize_tool
 from governance.permissions import VIEW, scope, visible_or_404
 from tools.builtin import BUILTINS
 from tools.models import Tool
@@ -38,6 +39,25 @@ class UsableTool:
     @property
     def builtin(self) -> bool:
         return self.tool_id in BUILTINS
+
+
+@cache
+def _builtin_definitions() -> dict[str, dict]:
+    found = {}
+    for name, builtin in BUILTINS.items():
+        definition, problems = normalize_tool(builtin.definition)
+        if problems:  # a built-in's own definition is checked by its tests
+            raise ValueError(f"the built-in tool {name} is not a valid tool: {problems}")
+        found[name] = definition
+    return found
+
+
+def builtin_tool(name: str) -> Tool:
+    """The built-in tool `name` as a registry tool would stand for it (not saved)."""
+    definition = _builtin_definitions()[name]
+    return Tool(
+        **{key: value for key, value in definition.items() if key != "tool_id"}, tool_id=name
+    )
 
 
 def usable_tools(
@@ -73,7 +93,7 @@ def usable_tools(
         definition = BUILTINS[name].definition
         text = " ".join((name, definition.get("name", ""), definition.get("description", "")))
         if (tool_ids is None or name in tool_ids) and needle in text.lower():
-            found.append(UsableTool(copy.deepcopy(definition), False))
+            found.append(UsableTool(builtin_tool(name).as_definition(), False))
     return found[:limit]
 
 

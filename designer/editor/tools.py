@@ -1,10 +1,9 @@
 """Tools: which tools the entity may call, picked from the workspace's registry and the
 built-in tools, each shown with its parameters and permission.
 
-A picked registry tool is written as a reference (`{"tool_id": …}`), so the registry stays
-the one place its definition lives and a later change there reaches every entity. A built-in
-the registry does not have yet is written in full: saving puts it into the registry (as any
-tool defined in a definition is), after which it is a reference like the others.
+A picked tool is written as a reference (`{"tool_id": …}`), so the registry stays the one
+place its definition lives and a later change there reaches every entity; a built-in is
+usable by its name in every workspace (tools/catalog.py), so it is a reference too.
 
 Tools written in full in the definition that are not the registry's tool as it is (typed in
 the JSON view, or brought by an import) are kept exactly as they are and shown as such; they
@@ -296,8 +295,9 @@ class ToolsSection(Section):
         done: set[str] = set()
 
         def pick(tool_id: str) -> None:
-            tool = found[tool_id]
-            written.append({"tool_id": tool_id} if tool.in_registry else tool.definition)
+            found[tool_id]  # only tools the form found usable are picked
+            # A reference: a registry tool, or a built-in (usable by name everywhere).
+            written.append({"tool_id": tool_id})
             slots.append(_Slot(tool_id, True))
             done.add(tool_id)
 

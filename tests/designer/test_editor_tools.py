@@ -97,8 +97,11 @@ def test_a_built_in_and_a_registry_tool_are_picked_and_saved_as_references(desig
     assert response.status_code == 302, response.content.decode()[:3000]
     agent.refresh_from_db()
     assert agent.capabilities["tools"] == [{"tool_id": "lookup"}, {"tool_id": "record"}]
-    # The built-in went into the registry with its own definition.
-    assert "record" in tool_ids_of(workspace=agent.workspace)
+    # A built-in is usable by name: the registry is left as it was, and the version holds
+    # the built-in's own definition in full.
+    assert "record" not in tool_ids_of(workspace=agent.workspace)
+    snapshot = agent.versions.first().definition["capabilities"]["tools"]
+    assert snapshot[1]["tool_id"] == "record" and snapshot[1]["implementation"] == "record"
     data = shown(designer, url(agent))
     assert picked(data) == ["lookup", "record"]
     # Saved again unchanged: the same references, nothing new.
@@ -118,8 +121,7 @@ def test_the_json_view_shows_the_picked_tools(designer, agent):
     raw = form_data(b'<form id="f">' + response.content + b"</form>", "f")["raw"]
     tools = json.loads(raw)["capabilities"]["tools"]
     assert tools[0] == {"tool_id": "lookup"}
-    assert tools[1]["tool_id"] == "simulated"
-    assert tools[1]["implementation"] == "simulated"  # in full: not in the registry yet
+    assert tools[1] == {"tool_id": "simulated"}  # a built-in, by name
 
 
 def test_a_tool_defined_in_the_definition_is_kept_as_it_is(designer, agent):

@@ -41,3 +41,23 @@ def test_it_searches_limits_and_picks_by_id(acme):
         "lookup",
         "simulated",
     ]
+
+
+def test_a_built_in_is_usable_by_name_in_any_workspace(acme):
+    """A definition names a built-in tool the workspace's registry does not hold: it saves,
+    and a run calls the built-in."""
+    from tests.factories import EntityFactory
+    from tests.support.runs import Driver, static_plan, step
+    from tools.models import Tool
+
+    plan_step = step(1, "Render", "TOOL_CALL", tool_id="template_render")
+    plan_step["input_mapping"] = {"template": "Hello {{ name }}", "variables": {"name": "Ada"}}
+    entity = EntityFactory(
+        workspace=acme,
+        name="greeter",
+        tools=[{"tool_id": "template_render"}],
+        planning=static_plan(plan_step),
+    )
+    assert not Tool.objects.filter(workspace=acme).exists()
+    run = Driver().run(entity, {})
+    assert run.status == "COMPLETED", run.error_message
