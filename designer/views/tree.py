@@ -36,6 +36,10 @@ from entities.services import (
 from entities.validation import allowed_child_types
 from governance.permissions import DESIGN, has_perm
 
+# What "New" offers on the tree page: an entity of any type, on its own (a child is added
+# from its parent's row).
+NEW_KINDS = (("PROCESS", "Process"), ("AGENT", "Agent"), ("SKILL", "Skill"), ("ACTION", "Action"))
+
 # Rows per page: a node with more children (or a workspace with more roots) shows a
 # "Show more" row. Small enough that a page stays light at any size.
 PAGE = 50
@@ -54,7 +58,11 @@ def _offset(request: HttpRequest) -> int:
 
 def _context(request: HttpRequest, workspace: str) -> dict[str, Any]:
     ws = workspace_get(user=request.user, slug=workspace)
-    return {"workspace": ws, "can_design": has_perm(request.user, DESIGN, ws)}
+    return {
+        "workspace": ws,
+        "can_design": has_perm(request.user, DESIGN, ws),
+        "new_kinds": NEW_KINDS,
+    }
 
 
 def _node(entity: Any, *, child_count: int, parent_count: int) -> dict[str, Any]:

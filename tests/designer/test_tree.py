@@ -533,3 +533,9 @@ def test_the_tree_answers_in_bounded_queries_at_1111_entities(django_assert_max_
         assert response.status_code == 200, page
         assert len(response.content) < 300_000, (page, len(response.content))
         assert elapsed < 1.0, (page, elapsed)
+
+
+def test_a_designer_starts_a_new_entity_from_the_tree(alice, acme):
+    page = signed_in(Client, alice).get(reverse("designer:tree", kwargs={"workspace": "acme"}))
+    new = reverse("designer:entity_new", kwargs={"workspace": "acme"}) + "?type=PROCESS"
+    assert f'href="{new}"' in page.content.decode()
