@@ -19,12 +19,21 @@ from django.http import QueryDict
 
 from config.json_input import JSONInputRefused, json_input_loads
 from designer.editor.base import EditorContext, Section
+from designer.editor.children import ChildrenSection
 from designer.editor.governance import GovernanceSection
 from designer.editor.identity import IdentitySection
 from designer.editor.model import ModelSection
+from designer.editor.plan import PlanSection
 from entities.definition import Problem
 
-SECTIONS: tuple[type[Section], ...] = (IdentitySection, ModelSection, GovernanceSection)
+# The plan comes after the children: its `write` keeps the steps in step with them.
+SECTIONS: tuple[type[Section], ...] = (
+    IdentitySection,
+    ModelSection,
+    GovernanceSection,
+    ChildrenSection,
+    PlanSection,
+)
 
 DOCUMENT = "document"
 RAW = "raw"
