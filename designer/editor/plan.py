@@ -387,13 +387,14 @@ class PlanSection(Section):
             for link in read(definition, "hierarchy", "children") or []
             if isinstance(link, dict)
         ]
-        names = known_entities(self.context.workspace, [r for r in after if r not in before])
+        unknown = [ref for ref in after if ref not in self.known]
+        names = {**self.known, **known_entities(self.context.workspace, unknown)}
         plan["steps"] = keep_in_step(
             steps,
             before=before,
             after=after,
             enabled=data["enabled"],
-            labels={ref: names[ref].name for ref in names},
+            labels={ref: item.name for ref, item in names.items()},
         )
 
 
