@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from designer.views import editor, tool_picker, tree, trial, versions, workspaces
+from designer.views import editor, pickers, tool_picker, tree, trial, versions, workspaces
 
 app_name = "designer"
 
@@ -15,6 +15,7 @@ urlpatterns = [
     ),
     path("<slug:workspace>/", tree.tree, name="tree"),
     path("<slug:workspace>/tools/", tool_picker.tool_picker, name="tool_picker"),
+    path("<slug:workspace>/pick/children/", pickers.children, name="pick_children"),
     path("<slug:workspace>/entities/new/", editor.entity, name="entity_new"),
     path("<slug:workspace>/entities/new/check/", editor.entity_check, name="entity_new_check"),
     path("<slug:workspace>/entities/new/json/", editor.entity_json, name="entity_new_json"),

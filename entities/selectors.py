@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import Any
 
@@ -245,3 +246,63 @@ def child_candidates(*, parent: Entity, text: str, limit: int = 10) -> QuerySet[
         pk__in=refused
     )
     return _matching(entities, text).order_by(TYPE_RANK, "name")[:limit]
+
+
+# The designer's editor names children as a definition does (an id, a string id or a name)
+# and offers the entities a child may be as one types.
+
+
+def entities_by_ref(*, workspace: Workspace, refs: list[str]) -> dict[str, Entity]:
+    """The workspace's entities named by `refs` (ids, string ids or names, as a definition's
+    child_id may be), by the ref that named them, in one query; an id wins over a string id,
+    a string id over a name, as `entity_find` resolves them."""
+    refs = [ref for ref in dict.fromkeys(refs) if ref and "\x00" not in ref][:500]
+    if not refs:
+        return {}
+    ids = []
+    for ref in refs:
+        with contextlib.suppress(ValueError):
+            ids.append(uuid.UUID(ref))
+    found = Entity.objects.filter(workspace=workspace).filter(
+        Q(pk__in=ids) | Q(external_id__in=refs) | Q(name__in=refs)
+    )
+    by_id, by_external, by_name = {}, {}, {}
+    for entity in found:
+        by_id[str(entity.pk)] = entity
+        if entity.external_id:
+            by_external[entity.external_id] = entity
+        by_name[entity.name] = entity
+    named: dict[str, Entity] = {}
+    for ref, key in ((ref, _uuid_text(ref)) for ref in refs):
+        entity = by_id.get(key) or by_external.get(ref) or by_name.get(ref)
+        if entity is not None:
+            named[ref] = entity
+    return named
+
+
+def _uuid_text(ref: str) -> str:
+    try:
+        return str(uuid.UUID(ref))
+    except ValueError:
+        return ""
+
+
+def child_pick_list(
+    *,
+    workspace: Workspace,
+    parent_type: str,
+    text: str,
+    parent: Entity | None = None,
+    limit: int = 20,
+) -> list[Entity]:
+    """Up to `limit` entities of the workspace matching `text` that may be a child of an
+    entity of `parent_type` (the type rule); for a saved parent, neither it, one of its
+    ancestors (a cycle) nor one of its children already (as the tree's candidates)."""
+    limit = max(0, min(limit, 20))
+    if parent is not None:
+        return list(child_candidates(parent=parent, text=text, limit=limit))
+    types = allowed_child_types(parent_type)
+    if not types:
+        return []
+    entities = Entity.objects.filter(workspace=workspace, type__in=types)
+    return list(_matching(entities, text).order_by(TYPE_RANK, "name")[:limit])

@@ -19,18 +19,24 @@ from django.http import QueryDict
 
 from config.json_input import JSONInputRefused, json_input_loads
 from designer.editor.base import EditorContext, Section
+from designer.editor.children import ChildrenSection
 from designer.editor.contract import ContractSection
 from designer.editor.governance import GovernanceSection
 from designer.editor.identity import IdentitySection
 from designer.editor.model import ModelSection
+from designer.editor.plan import PlanSection
 from designer.editor.tools import ToolsSection
 from entities.definition import Problem
 
+# The plan comes after the children: its `write` keeps the steps in step with them (and it
+# targets the tools, picked before both).
 SECTIONS: tuple[type[Section], ...] = (
     IdentitySection,
     ModelSection,
     ToolsSection,
     ContractSection,
+    ChildrenSection,
+    PlanSection,
     GovernanceSection,
 )
 

@@ -221,7 +221,8 @@ def test_a_nul_in_a_field_is_refused_by_name(designer, agent):
 def test_a_forged_document_is_validated_like_any_definition(designer, agent):
     data = shown(designer, url(agent))
     document = json.loads(data["document"])
-    document["hierarchy"]["children"] = [{"child_id": "nowhere"}]
+    # (The children are the Children section's rows: a part no section edits is forged.)
+    document["hierarchy"]["parent_id"] = "nowhere"
     response = designer.post(url(agent), data | {"document": json.dumps(document), "op": "save"})
     assert response.status_code == 422
     assert "nowhere" in response.content.decode()

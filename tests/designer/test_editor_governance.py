@@ -9,6 +9,7 @@ from django.test import Client
 from tests.factories import EntityFactory
 from tests.support.clients import signed_in
 from tests.support.designer import shown, url
+from tests.support.editor import section
 from tests.support.page_form import form_data
 
 pytestmark = pytest.mark.django_db
@@ -80,8 +81,7 @@ def test_a_checkpoints_condition_problem_is_at_its_row(designer, skill, conditio
     }
     response = designer.post(url(skill), page)
     assert response.status_code == 422
-    section = response.context["editor"].sections[-1]
-    row = section.rowsets["checkpoints"].forms[0]
+    row = section(response, "governance").rowsets["checkpoints"].forms[0]
     assert says in str(row.errors), (row.errors, response.context["editor"].problems)
 
 
@@ -90,7 +90,7 @@ def test_a_budget_that_is_not_one_is_named(designer, skill, value):
     data = shown(designer, url(skill)) | {"governance-max_cost_usd": value, "op": "save"}
     response = designer.post(url(skill), data)
     assert response.status_code == 422
-    assert "max_cost_usd" in response.context["editor"].sections[-1].form.errors
+    assert "max_cost_usd" in section(response, "governance").form.errors
 
 
 def test_what_the_parents_set_is_shown_beside(designer, acme, skill):
@@ -104,5 +104,5 @@ def test_a_childs_budget_over_its_parents_is_named_at_the_field(designer, acme, 
     data = shown(designer, url(skill)) | {"governance-max_cost_usd": "9", "op": "save"}
     response = designer.post(url(skill), data)
     assert response.status_code == 422
-    errors = response.context["editor"].sections[-1].form.errors
+    errors = section(response, "governance").form.errors
     assert "more than its max_cost_usd" in str(errors["max_cost_usd"])
