@@ -6,11 +6,11 @@ Generates a process → agents → skills → actions bundle of the given shape 
 entities; 10,10,10 is 1,111), imports it into a fresh workspace of the database of
 DATABASE_URL (SQLite in var/ by default), then times a designer's save in that workspace
 (one agent gains a child, with full validation: schemas, references, cycles, depth,
-budgets, the version snapshot) and a refused save (a cycle), and the admin's pages of that
-workspace as a superuser opens them (an agent's change form and the add form: server time,
-size and queries). Prints a summary, or one JSON line with --json. The entities and the
-bench's user are deleted afterwards; the workspace stays (its audit chain is append-only), so
-point DATABASE_URL at a database of the bench's own.
+budgets, the version snapshot) and a refused save (a cycle), and the pages of that workspace
+as a superuser opens them (the admin's change and add forms; the designer's tree, editors,
+live check and history: server time, size and queries). Prints a summary, or one JSON line
+with --json. The entities and the bench's user are deleted afterwards; the workspace stays
+(its audit chain is append-only), so point DATABASE_URL at a database of the bench's own.
 """
 
 from __future__ import annotations
@@ -43,8 +43,10 @@ from entities.definition import DefinitionInvalid  # noqa: E402
 from entities.exchange import definition_of, export_workspace  # noqa: E402
 from entities.models import ChildLink, Entity, PlanStep, Workspace  # noqa: E402
 from entities.services import entities_import, entity_save  # noqa: E402
+from tests.support.page_form import form_data  # noqa: E402
 
 TYPES = ("PROCESS", "AGENT", "SKILL", "ACTION")
+NAMED = ("process0", "agent0_0", "action0_0_0_0")  # the pages' entities
 
 
 def bundle(shape: list[int]) -> list[dict]:
@@ -104,26 +106,46 @@ def timed(fn, repeat: int) -> tuple[list[float], int]:
     return times, queries
 
 
-def admin_pages(agent: Entity, repeat: int) -> dict[str, dict[str, float]]:
-    """The admin's change form of `agent` and its add form, as a superuser opens them:
-    median server time, size and queries of each."""
+def page_figures(workspace: Workspace, repeat: int) -> dict[str, dict[str, float]]:
+    """The pages a designer opens in that workspace, as a superuser opens them: the admin's
+    change form of an agent and its add form; the designer's tree, a process's children, the
+    editor of a process, an agent and an action, the check as one types in the process's
+    editor, and an agent's history. Median server time, size and queries of each."""
     user = get_user_model().objects.create_superuser(
         f"bench-{uuid.uuid4().hex[:8]}", password=uuid.uuid4().hex
     )
+    named = {e.name: e for e in Entity.objects.filter(workspace=workspace, name__in=NAMED)}
+    process, agent, action = (named[name] for name in NAMED)
+    ws = workspace.slug
+
+    def at(name: str, **kwargs: object) -> str:
+        return reverse(f"designer:{name}", kwargs={"workspace": ws, **kwargs})
+
     try:
         client = Client(HTTP_HOST="localhost", **{"wsgi.url_scheme": "https"})
         client.force_login(user)
-        pages = {
-            "change_form": reverse("admin:entities_entity_change", args=[agent.pk]),
-            "add_form": reverse("admin:entities_entity_add"),
+        pages: dict[str, tuple[str, dict | None]] = {
+            "admin_change_form": (reverse("admin:entities_entity_change", args=[agent.pk]), None),
+            "admin_add_form": (reverse("admin:entities_entity_add"), None),
+            "tree": (at("tree"), None),
+            "tree_children_of_the_process": (at("tree_children", pk=process.pk), None),
+            "editor_process": (at("entity", pk=process.pk), None),
+            "editor_agent": (at("entity", pk=agent.pk), None),
+            "editor_action": (at("entity", pk=action.pk), None),
+            "history_agent": (at("versions", pk=agent.pk), None),
         }
+        editor = client.get(at("entity", pk=process.pk))
+        pages["check_process"] = (
+            at("entity_check", pk=process.pk),
+            form_data(editor.content, "editor"),
+        )
         figures = {}
-        for name, url in pages.items():
+        for name, (url, data) in pages.items():
             sizes: list[int] = []
 
-            def get(url: str = url, sizes: list[int] = sizes) -> None:
-                response = client.get(url)
-                assert response.status_code == 200, response.status_code
+            def get(url: str = url, data: dict | None = data, sizes: list[int] = sizes) -> None:
+                response = client.get(url) if data is None else client.post(url, data)
+                assert response.status_code == 200, (url, response.status_code)
                 sizes.append(len(response.content))
 
             times, queries = timed(get, repeat)
@@ -187,7 +209,7 @@ def main() -> None:
         start = time.perf_counter()
         export_workspace(workspace)
         export_s = time.perf_counter() - start
-        admin = admin_pages(agent, max(3, args.repeat // 4))
+        pages = page_figures(workspace, max(3, args.repeat // 4))
 
         figures = {
             "database": connection.vendor,
@@ -201,8 +223,7 @@ def main() -> None:
             "save_queries": save_queries,
             "refused_save_p50_ms": round(statistics.median(refuse_ms), 2),
             "export_s": round(export_s, 3),
-            "admin_change_form": admin["change_form"],
-            "admin_add_form": admin["add_form"],
+            "pages": pages,
         }
     finally:
         # The entities go; the workspace stays, as its audit chain is append-only (run the
@@ -225,8 +246,7 @@ def main() -> None:
     )
     print(f"  a refused save (cycle): p50 {figures['refused_save_p50_ms']} ms")
     print(f"  export of the workspace: {figures['export_s']} s")
-    for name in ("admin_change_form", "admin_add_form"):
-        page = figures[name]
+    for name, page in figures["pages"].items():
         print(
             f"  {name.replace('_', ' ')}: {page['ms']} ms on the server, {page['kb']} KB, "
             f"{page['queries']} queries"
