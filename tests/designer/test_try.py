@@ -12,10 +12,11 @@ from django.urls import reverse
 from designer.samples import sample_input
 from runs.models import Run, ToolCall
 from runs.services import RunRefused, run_try
-from tests.factories import EntityFactory, grant, tool_definition
+from tests.factories import EntityFactory, grant
 from tests.support.clients import signed_in
 from tests.support.designer import url
-from tests.support.runs import Driver, io, static_plan, step
+from tests.support.runs import Driver, io
+from tests.support.runs import saver as record_saver
 from tools.models import RecordedRow
 
 pytestmark = pytest.mark.django_db
@@ -63,27 +64,10 @@ def test_a_deep_schema_gives_a_bounded_sample():
 
 
 def saver(workspace, name="saver"):
-    """An ACTION whose one step writes a row: a real effect, unless sandboxed."""
-    record = tool_definition(
-        "save_row",
-        implementation="record",
-        permissions="WRITE",
-        function_schema={
-            "name": "save_row",
-            "parameters": {
-                "type": "object",
-                "properties": {"table": {"type": "string"}, "data": {"type": "object"}},
-                "required": ["table", "data"],
-            },
-        },
-    )
-    plan_step = step(1, "Save", "TOOL_CALL", tool_id="save_row")
-    plan_step["input_mapping"] = {"table": "leads", "data": {"var": "input"}}
-    return EntityFactory(
-        workspace=workspace,
-        name=name,
-        tools=[record],
-        planning=static_plan(plan_step),
+    """A DRAFT action whose one step writes a row: a real effect, unless sandboxed."""
+    return record_saver(
+        workspace,
+        name,
         metadata={"type": "ACTION", "status": "DRAFT", "tags": []},
         io_contract={
             "input": {"schema": {"type": "object", "properties": {"email": {"type": "string"}}}},

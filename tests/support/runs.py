@@ -82,3 +82,29 @@ def io(inputs: dict | None = None, **outputs: str) -> dict:
         }
     }
     return contract
+
+
+def saver(workspace: Any, name: str = "saver", **sections: Any) -> Any:
+    """An ACTION whose one step records its input with the WRITE tool `save_row` (the
+    built-in `record`): an effect outside the run, unless the call is sandboxed. `sections`
+    are merged into its definition."""
+    from tests.factories import EntityFactory, tool_definition
+
+    tool = tool_definition(
+        "save_row",
+        implementation="record",
+        permissions="WRITE",
+        function_schema={
+            "name": "save_row",
+            "parameters": {
+                "type": "object",
+                "properties": {"table": {"type": "string"}, "data": {"type": "object"}},
+                "required": ["table", "data"],
+            },
+        },
+    )
+    plan_step = step(1, "Save", "TOOL_CALL", tool_id="save_row")
+    plan_step["input_mapping"] = {"table": "leads", "data": {"var": "input"}}
+    return EntityFactory(
+        workspace=workspace, name=name, tools=[tool], planning=static_plan(plan_step), **sections
+    )

@@ -17,7 +17,7 @@ from runs.models import Run, ToolCall
 from runs.services import RunRefused, run_start
 from tests.factories import EntityFactory, UserFactory, grant, tool_definition
 from tests.support.queued_runs import Driver
-from tests.support.runs import static_plan, step
+from tests.support.runs import saver, static_plan, step
 from tools.models import RecordedRow, Tool
 from tools.services import tool_grant_add
 
@@ -34,26 +34,6 @@ def dave(acme):
 @pytest.fixture
 def ada(acme):
     return grant(UserFactory(username="ada"), acme, "admin")
-
-
-def saver(acme, name: str = "saver"):
-    """An ACTION that records its input with the WRITE tool `record`."""
-    tool = tool_definition(
-        "save_row",
-        implementation="record",
-        permissions="WRITE",
-        function_schema={
-            "name": "save_row",
-            "parameters": {
-                "type": "object",
-                "properties": {"table": {"type": "string"}, "data": {"type": "object"}},
-                "required": ["table", "data"],
-            },
-        },
-    )
-    plan_step = step(1, "Save", "TOOL_CALL", tool_id="save_row")
-    plan_step["input_mapping"] = {"table": "leads", "data": {"var": "input"}}
-    return EntityFactory(workspace=acme, name=name, tools=[tool], planning=static_plan(plan_step))
 
 
 def launcher(acme, name: str = "launcher"):
