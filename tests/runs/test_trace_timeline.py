@@ -96,7 +96,7 @@ def test_bars_are_placed_by_start_and_sized_by_duration(client, alice, kinds):
     assert bar_of(html, skill.pk) == (20.0, 25.0)
     assert bar_of(html, action.pk) is None  # not started: no bar
     assert "duration not started yet" in html
-    assert f'id="tl-{skill.pk}" class="tl-row status-failed"' in html
+    assert f'id="tl-{skill.pk}" class="tl-row tl-failed"' in html
     # Hover and focus say start, duration, cost and status.
     assert "analyst · Completed · start +1 s · duration 4 s · cost $0.0015" in html
     ticks = re.findall(r'class="tl-tick" style="left:([\d.]+)%">([^<]+)<', html)
