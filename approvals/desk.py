@@ -8,12 +8,13 @@ from typing import Any
 from approvals.selectors import (
     approval_decided,
     approval_first_open_in_trace,
+    approval_waits_of_runs,
     approvals_of_run,
     approvals_open_in_trace,
     approvals_open_traces,
 )
 from approvals.services import approval_close_for_runs, approval_judge_record, approval_request
-from runs.approval_desk import ApprovalRequest, Decided, RequestShown
+from runs.approval_desk import ApprovalRequest, Decided, HumanWait, RequestShown
 
 
 class Desk:
@@ -33,6 +34,9 @@ class Desk:
 
     def requests_of_run(self, *, run_id: Any) -> list[RequestShown]:
         return approvals_of_run(run_id=run_id)
+
+    def waits_of_runs(self, *, trace_id: Any, run_ids: list[Any]) -> list[HumanWait]:
+        return approval_waits_of_runs(trace_id=trace_id, run_ids=run_ids)
 
     def first_open(self, *, trace_id: Any) -> RequestShown | None:
         return approval_first_open_in_trace(trace_id=trace_id)

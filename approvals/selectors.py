@@ -10,7 +10,7 @@ from django.http import Http404
 from approvals.models import OPEN, Approval, ApprovalStatus
 from approvals.notifications import approval_link
 from governance.permissions import ADMINISTER, APPROVE, VIEW, allowed_workspace_ids
-from runs.approval_desk import Decided, RequestShown
+from runs.approval_desk import Decided, HumanWait, RequestShown
 
 
 def _workspaces(user: Any, perm: str) -> frozenset[int] | None:
@@ -104,6 +104,19 @@ def approvals_of_run(*, run_id: Any) -> list[RequestShown]:
     """The run's requests, oldest first, as its trace page lists them."""
     rows = Approval.objects.filter(run_id=run_id).order_by("requested_at")
     return [_shown(approval) for approval in rows]
+
+
+def approval_waits_of_runs(*, trace_id: Any, run_ids: list[Any]) -> list[HumanWait]:
+    """Each request's span of waiting, for the runs named (of one trace), oldest first; a
+    request closed without a decision time counts as still open (its run's end bounds it)."""
+    rows = (
+        Approval.objects.filter(trace_id=trace_id, run_id__in=run_ids)
+        .order_by("requested_at", "id")
+        .values_list("run_id", "requested_at", "responded_at")
+    )
+    return [
+        HumanWait(run_id=str(run), requested_at=asked, ended_at=ended) for run, asked, ended in rows
+    ]
 
 
 def approval_first_open_in_trace(*, trace_id: Any) -> RequestShown | None:

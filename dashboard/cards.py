@@ -57,7 +57,9 @@ def duration(ms: float | None) -> str:
         return f"{ms:.0f} ms"
     if ms < 60_000:
         return f"{ms / 1000:.2f} s".replace(".00 s", " s")
-    return f"{ms / 60_000:.1f} min"
+    if ms < 3_600_000:
+        return f"{ms / 60_000:.1f} min".replace(".0 min", " min")
+    return f"{ms / 3_600_000:.1f} h".replace(".0 h", " h")
 
 
 def count(value: float | None) -> str:
@@ -203,7 +205,7 @@ _RUN_METRICS: list[tuple[str, str, Callable[[RunTally], Any], dict[str, Any]]] =
         "p95_latency",
         "P95 run time, excluding time waiting on a person",
         lambda t: t.p95_ms,
-        {"fmt": duration, "empty": NO_RUNS, "color": "#7a5af8"},
+        {"fmt": duration, "empty": NO_RUNS, "color": "#7a5af8", "time": True},
     ),
     (
         "tokens_per_success",

@@ -5,6 +5,14 @@ labels, a `<title>` tooltip on every point or bar, and `role="img"` with an `ari
 says the numbers in words (lowest, highest, latest, totals). Every text is escaped here: an
 entity's name is a person's input. With no data a chart is a sentence saying so, never an
 empty frame.
+
+Readable at any width: a chart is drawn once and scaled to its card, so on a phone (a card of
+about 330 px for a 560-unit chart) dashboard.css sets a larger font in the chart's units and
+hides the x labels marked `x-minor` (every other one shown, counted from the latest). The
+margins and truncations here are sized for that phone font (PHONE_CHAR units a character),
+so nothing runs into anything at either size: the left margin fits the longest y label, the
+x labels are thinned to MAX_X_LABELS, an entity's name is cut to MAX_NAME characters (whole
+in its tooltip) and a bar's value sits inside the bar when it would not fit after it.
 """
 
 from __future__ import annotations
@@ -18,8 +26,11 @@ from django.utils.safestring import SafeString, mark_safe
 
 WIDTH = 560
 HEIGHT = 220
-LEFT, RIGHT, TOP, BOTTOM = 64, 12, 36, 30  # the plot's margins
-MAX_X_LABELS = 8
+LEFT, RIGHT, TOP, BOTTOM = 64, 12, 36, 30  # the plot's margins (LEFT: at least)
+MAX_X_LABELS = 8  # on a wide screen; half of them on a phone
+MAX_NAME = 16  # characters of an entity's name beside its bar (then "…")
+PHONE_CHAR = 10.5  # units one character takes at the phone's font (dashboard.css: 18 units)
+NAME_COLUMN = 180  # units left of the horizontal bars, for MAX_NAME characters
 INK, MUTED, GRID = "#1f2933", "#667085", "#e4e7ec"
 ACCENT = "#2453c9"
 
@@ -56,12 +67,34 @@ def nice_ticks(maximum: float, count: int = 4, *, whole: bool = False) -> list[f
     return [step * i for i in range(round(top / step) + 1)]
 
 
+# Round steps of a time axis, in milliseconds: a second, a minute, an hour are its units.
+_TIME_STEPS_MS = [
+    *(m * 10**e for e in range(0, 3) for m in (1, 2, 5)),
+    *(sec * 1000 for sec in (1, 2, 5, 10, 15, 30)),
+    *(minute * 60_000 for minute in (1, 2, 5, 10, 15, 30)),
+    *(hour * 3_600_000 for hour in (1, 2, 3, 6, 12, 24)),
+]
+
+
+def time_ticks(maximum_ms: float, count: int = 4) -> list[float]:
+    """Ticks of a duration axis from 0 past `maximum_ms` at a round time (250 ms, 30 s,
+    2 min, 1 h): `nice_ticks` of milliseconds would say "1.7 min"."""
+    if maximum_ms <= 0 or not math.isfinite(maximum_ms):
+        return [0.0, 1000.0]
+    step = next((s for s in _TIME_STEPS_MS if maximum_ms / s <= count), None)
+    if step is None:
+        return nice_ticks(maximum_ms, count)
+    top = step * math.ceil(maximum_ms / step - 1e-9)
+    return [float(step * i) for i in range(round(top / step) + 1)]
+
+
 def _frame(title: str, label: str, body: str, height: int = HEIGHT) -> SafeString:
     return mark_safe(  # noqa: S308 - every text in it went through _e
         f'<svg class="chart" viewBox="0 0 {WIDTH} {height}" role="img" '
         f'aria-label="{_e(label)}" preserveAspectRatio="xMidYMid meet" '
         f'font-family="system-ui, sans-serif" font-size="11">'
-        f'<text x="0" y="16" font-size="13" font-weight="600" fill="{INK}">{_e(title)}</text>'
+        f'<text class="chart-title" x="0" y="16" font-size="13" font-weight="600" '
+        f'fill="{INK}">{_e(title)}</text>'
         f"{body}</svg>"
     )
 
@@ -73,41 +106,52 @@ def empty_chart(title: str, message: str) -> SafeString:
     )
 
 
-def _y_axis(ticks: list[float], fmt: Callable[[float], str], y: Callable[[float], float]) -> str:
+def left_margin(labels: Sequence[str]) -> int:
+    """Room left of the plot for the longest y label at the phone's font."""
+    return max(LEFT, math.ceil(10 + PHONE_CHAR * max((len(label) for label in labels), default=0)))
+
+
+def _y_axis(
+    ticks: list[float], fmt: Callable[[float], str], y: Callable[[float], float], left: int
+) -> str:
     parts = []
     for tick in ticks:
         ty = y(tick)
         parts.append(
-            f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{ty:.1f}" y2="{ty:.1f}" '
+            f'<line x1="{left}" x2="{WIDTH - RIGHT}" y1="{ty:.1f}" y2="{ty:.1f}" '
             f'stroke="{GRID}" stroke-width="1"/>'
-            f'<text x="{LEFT - 6}" y="{ty + 4:.1f}" text-anchor="end" fill="{MUTED}">'
-            f"{_e(fmt(tick))}</text>"
+            f'<text class="y-label" x="{left - 6}" y="{ty + 4:.1f}" text-anchor="end" '
+            f'fill="{MUTED}">{_e(fmt(tick))}</text>'
         )
     return "".join(parts)
 
 
-def _x_axis(labels: Sequence[str], x: Callable[[int], float], height: int) -> str:
+def _x_axis(labels: Sequence[str], x: Callable[[int], float], height: int, left: int) -> str:
+    """The axis line and at most MAX_X_LABELS labels, the latest bucket's always; every other
+    one shown is `x-minor`, which a phone hides (the latest is never minor)."""
     stride = max(1, math.ceil(len(labels) / MAX_X_LABELS))
     base = height - BOTTOM
-    parts = [f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{base}" y2="{base}" stroke="{MUTED}"/>']
+    parts = [f'<line x1="{left}" x2="{WIDTH - RIGHT}" y1="{base}" y2="{base}" stroke="{MUTED}"/>']
     for i, label in enumerate(labels):
-        if (len(labels) - 1 - i) % stride:  # the latest bucket always has its label
+        back = len(labels) - 1 - i
+        if back % stride:  # the latest bucket always has its label
             continue
+        minor = " x-minor" if (back // stride) % 2 else ""
         parts.append(
             f'<line x1="{x(i):.1f}" x2="{x(i):.1f}" y1="{base}" y2="{base + 4}" '
             f'stroke="{MUTED}"/>'
-            f'<text x="{x(i):.1f}" y="{base + 16}" text-anchor="middle" fill="{MUTED}">'
-            f"{_e(label)}</text>"
+            f'<text class="x-label{minor}" x="{x(i):.1f}" y="{base + 16}" '
+            f'text-anchor="middle" fill="{MUTED}">{_e(label)}</text>'
         )
     return "".join(parts)
 
 
-def _scales(n: int, top: float, height: int) -> tuple[Callable, Callable]:
-    slot = (WIDTH - LEFT - RIGHT) / max(n, 1)
+def _scales(n: int, top: float, height: int, left: int = LEFT) -> tuple[Callable, Callable]:
+    slot = (WIDTH - left - RIGHT) / max(n, 1)
     plot_h = height - TOP - BOTTOM
 
     def x(i: int) -> float:
-        return LEFT + slot * (i + 0.5)
+        return left + slot * (i + 0.5)
 
     def y(value: float) -> float:
         return height - BOTTOM - plot_h * (value / top if top else 0)
@@ -125,16 +169,19 @@ def line_chart(
     color: str = ACCENT,
     unit: str = "bucket",
     whole: bool = False,
+    time: bool = False,
 ) -> SafeString:
     """One value per bucket, joined where consecutive buckets both have one. `ceiling` fixes
     the top of the axis (100 for a percentage); else it is rounded up from the data (to
-    whole numbers with `whole`)."""
+    whole numbers with `whole`, to a round time with `time`: values in milliseconds)."""
     measured = [(i, p) for i, p in enumerate(points) if p.value is not None]
     if not measured:
         return empty_chart(title, empty)
     values = [p.value for _, p in measured]
-    ticks = nice_ticks(ceiling if ceiling is not None else max(values), whole=whole)
-    x, y = _scales(len(points), ticks[-1], HEIGHT)
+    top = ceiling if ceiling is not None else max(values)
+    ticks = time_ticks(top) if time else nice_ticks(top, whole=whole)
+    left = left_margin([fmt(tick) for tick in ticks])
+    x, y = _scales(len(points), ticks[-1], HEIGHT, left)
 
     segments, run = [], []
     for i, point in enumerate(points):
@@ -165,7 +212,12 @@ def line_chart(
         f"lowest {fmt(low.value)} ({low.title}), highest {fmt(high.value)} ({high.title}), "
         f"latest {fmt(last.value)} ({last.title})."
     )
-    body = _y_axis(ticks, fmt, y) + _x_axis([p.label for p in points], x, HEIGHT) + lines + dots
+    body = (
+        _y_axis(ticks, fmt, y, left)
+        + _x_axis([p.label for p in points], x, HEIGHT, left)
+        + lines
+        + dots
+    )
     return _frame(title, summary, body)
 
 
@@ -186,8 +238,9 @@ def stacked_bar_chart(
     height = HEIGHT + 18
     ticks = nice_ticks(max(totals), whole=True)
     ticks_fmt = _count
-    x, y = _scales(len(labels), ticks[-1], height - 18)
-    slot = (WIDTH - LEFT - RIGHT) / len(labels)
+    left = left_margin([ticks_fmt(tick) for tick in ticks])
+    x, y = _scales(len(labels), ticks[-1], height - 18, left)
+    slot = (WIDTH - left - RIGHT) / len(labels)
     bar_w = max(2.0, slot * 0.7)
     bars = []
     for i, (_, full) in enumerate(labels):
@@ -204,13 +257,13 @@ def stacked_bar_chart(
                 f"of {_count(totals[i])}</title></rect>"
             )
             base += value
-    legend, lx = [], LEFT
+    legend, lx = [], left
     for s in present:
         legend.append(
             f'<rect x="{lx}" y="{height - 12}" width="10" height="10" fill="{s.color}"/>'
             f'<text x="{lx + 14}" y="{height - 3}" fill="{INK}">{_e(s.name)}</text>'
         )
-        lx += 24 + 7 * len(s.name)
+        lx += 24 + PHONE_CHAR * len(s.name)
     busiest = max(range(len(labels)), key=lambda i: totals[i])
     parts = ", ".join(f"{_count(sum(s.values))} {s.name.lower()}" for s in present)
     summary = (
@@ -218,8 +271,8 @@ def stacked_bar_chart(
         f"{_count(totals[busiest])}, in {labels[busiest][1]}."
     )
     body = (
-        _y_axis(ticks, ticks_fmt, y)
-        + _x_axis([label for label, _ in labels], x, height - 18)
+        _y_axis(ticks, ticks_fmt, y, left)
+        + _x_axis([label for label, _ in labels], x, height - 18, left)
         + "".join(bars)
         + "".join(legend)
     )
@@ -237,10 +290,10 @@ def bar_chart(
     """Horizontal bars, largest first as given: (label, value, tooltip detail)."""
     if not rows or not any(value for _, value, _ in rows):
         return empty_chart(title, empty)
-    row_h, left = 24, 150
+    row_h, left = 24, NAME_COLUMN
     height = TOP + row_h * len(rows) + 22
     ticks = nice_ticks(max(value for _, value, _ in rows))
-    span = WIDTH - left - RIGHT - 60
+    span = WIDTH - left - RIGHT - 40
 
     def x(value: float) -> float:
         return left + span * value / ticks[-1]
@@ -255,14 +308,26 @@ def bar_chart(
         )
     for i, (label, value, detail) in enumerate(rows):
         top = TOP + i * row_h
-        short = label if len(label) <= 22 else label[:21] + "…"
+        short = label if len(label) <= MAX_NAME else label[: MAX_NAME - 1] + "…"
+        shown = fmt(value)
+        room = 8 + PHONE_CHAR * len(shown)
+        # After the bar when it fits before the edge, else inside the bar's end, in white.
+        if x(value) + room <= WIDTH or x(value) - left < room:
+            value_text = (
+                f'<text class="bar-value" x="{x(value) + 4:.1f}" y="{top + 15}" fill="{INK}">'
+            )
+        else:
+            value_text = (
+                f'<text class="bar-value" x="{x(value) - 4:.1f}" y="{top + 15}" '
+                f'text-anchor="end" fill="#fff">'
+            )
         parts.append(
             f"<g><title>{_e(label)}: {_e(fmt(value))}{_e(detail)}</title>"
-            f'<text x="{left - 6}" y="{top + 15}" text-anchor="end" fill="{INK}">'
-            f"{_e(short)}</text>"
+            f'<text class="bar-label" x="{left - 6}" y="{top + 15}" text-anchor="end" '
+            f'fill="{INK}">{_e(short)}</text>'
             f'<rect x="{left}" y="{top + 4}" width="{max(x(value) - left, 1):.1f}" '
             f'height="{row_h - 8}" rx="2" fill="{color}"/>'
-            f'<text x="{x(value) + 4:.1f}" y="{top + 15}" fill="{INK}">{_e(fmt(value))}</text>'
+            f"{value_text}{_e(shown)}</text>"
             "</g>"
         )
     top_row = rows[0]

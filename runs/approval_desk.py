@@ -65,6 +65,16 @@ class RequestShown:
     address: str  # the same with the console's address, for a message
 
 
+@dataclass(frozen=True)
+class HumanWait:
+    """A time a run waited on a person: from its request to the decision, the timeout or the
+    request's close (`ended_at` None while the request is still open)."""
+
+    run_id: str
+    requested_at: datetime
+    ended_at: datetime | None
+
+
 class ApprovalDesk(Protocol):
     def request(self, request: ApprovalRequest) -> int:
         """Inside the caller's transaction: record the request (a replay of the same key
@@ -85,6 +95,11 @@ class ApprovalDesk(Protocol):
 
     def requests_of_run(self, *, run_id: Any) -> list[RequestShown]:
         """The run's requests, oldest first, decided or not."""
+        ...
+
+    def waits_of_runs(self, *, trace_id: Any, run_ids: list[Any]) -> list[HumanWait]:
+        """When each of the runs (of the trace) waited on a person, oldest first: the
+        timeline draws these spans apart from the work. One query."""
         ...
 
     def first_open(self, *, trace_id: Any) -> RequestShown | None:

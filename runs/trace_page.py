@@ -10,11 +10,13 @@ one level or one node; deeper subtrees stay collapsed, with their child count.
 from __future__ import annotations
 
 import json
+import math
 import re
 import uuid
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -26,9 +28,10 @@ from config.json_input import json_input_problems
 from entities.selectors import entity_list
 from governance.safety import ENCRYPTED_PREFIX
 from governance.safety import pii_shown as shown
-from runs.approval_desk import RequestShown, approval_desk
+from runs.approval_desk import HumanWait, RequestShown, approval_desk
 from runs.models import (
     ACTIVE,
+    TERMINAL,
     LLMCall,
     Run,
     RunEvent,
@@ -549,3 +552,284 @@ def _named_targets(user: Any, run: Run, plan: list[dict]) -> list[dict]:
         if step["target_ref"] in names:
             step["target"] = names[step["target_ref"]]
     return plan
+
+
+# -- the timeline view -------------------------------------------------------------------------
+#
+# `/runs/<id>/?view=timeline`: one row per node in the tree's order, each with a bar placed by
+# when the node started (from the root's start) and sized by how long it ran, the time it
+# waited on a person drawn apart, and a time axis. Bounded whatever the trace's size: one
+# query reads the trace's skeleton (ids and parents in the tree's sibling order, at most
+# MAX_SKELETON nodes), the tree order is worked out here, and the first MAX_TIMELINE nodes of
+# it are read whole. Positions are percentages of the span: the page draws them with inline
+# styles and no script.
+
+MAX_TIMELINE = 500  # rows one timeline shows (the first, in tree order)
+# Nodes whose place in the tree order is worked out: beyond it (a trace of tens of thousands)
+# the shallowest are kept, so the first rows are still the top of the tree.
+MAX_SKELETON = 20_000
+MIN_BAR_PCT = 0.4  # a node of a millisecond still shows as a sliver
+
+
+@dataclass(frozen=True)
+class Tick:
+    left: float  # percent of the span
+    label: str
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A part of a bar: where it starts and how wide it is, in percent of the bar."""
+
+    left: float
+    width: float
+    title: str
+
+    @property
+    def style(self) -> str:
+        return f"left:{self.left:.2f}%;width:{self.width:.2f}%"
+
+
+@dataclass
+class TimelineRow:
+    run: Run
+    depth: int  # below the first row shown (the root, or the shallowest of a filter)
+    left: float | None  # percent of the span; None: not started yet
+    width: float
+    started: str  # "+1.2 s": from the root's start
+    duration: str
+    waits: list[Segment] = field(default_factory=list)
+    waited: str = ""  # the time on people, in words, when any
+
+    # What the row's markup says, made once here: a 500-row page spends its time in template
+    # lookups otherwise. Plain text: the template escapes every one.
+    @property
+    def label(self) -> str:
+        step = getattr(self.run, "step_name", "")
+        return f"{step} · {self.run.entity.name}" if step else self.run.entity.name
+
+    @property
+    def title(self) -> str:
+        shown = self.run.entity.display_name
+        return f"{self.label} ({shown})" if shown else self.label
+
+    @property
+    def tip(self) -> str:
+        waited = f" · waited on a person {self.waited}" if self.waited else ""
+        return (
+            f"{self.run.entity.name} · {self.run.status.title()} · start {self.started or '—'}"
+            f" · duration {self.duration} · cost {self.run.cost}{waited}"
+        )
+
+    @property
+    def bar(self) -> str:
+        """The bar's inline style; empty for a node not started."""
+        return "" if self.left is None else f"left:{self.left:.2f}%;width:{self.width:.2f}%"
+
+
+@dataclass
+class Timeline:
+    root: Run
+    rows: list[TimelineRow]
+    ticks: list[Tick]
+    span: str  # the whole span in words
+    total: int  # nodes in the trace (or matching the filter)
+    more: int  # of them not shown
+    active: bool  # the root can still change (a BLOCKED run may resume): the page refreshes
+    capped: bool  # the trace is over MAX_SKELETON: the order is of the shallowest
+
+
+# -- time in words ---------------------------------------------------------------------------
+
+# Steps an axis may use, in milliseconds: each a round number of its unit.
+_STEPS_MS = [
+    *(m * 10**e for e in range(0, 3) for m in (1, 2, 5)),
+    *(s * 1000 for s in (1, 2, 5, 10, 15, 30)),
+    *(m * 60_000 for m in (1, 2, 5, 10, 15, 30)),
+    *(h * 3_600_000 for h in (1, 2, 3, 6, 12, 24, 48)),
+]
+
+
+def ms_label(ms: float) -> str:
+    """A time for the axis and the tooltips: "0", "250 ms", "1.5 s", "2 min 30 s", "1 h 5 min"."""
+    if ms <= 0:
+        return "0"
+    if ms < 1000:
+        return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms".replace(".0 ", " ")
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s".replace(".0 ", " ")
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
+def axis_ticks(span_ms: float, most: int = 6) -> list[Tick]:
+    """Ticks at round times from 0 to the span, at most `most` of them (the axis of a phone
+    has room for about six labels)."""
+    if span_ms <= 0:
+        return [Tick(0.0, "0")]
+    step = next((s for s in _STEPS_MS if span_ms / s <= most - 1), None)
+    if step is None:
+        step = 10 ** math.ceil(math.log10(span_ms / (most - 1)))
+    return [
+        Tick(left=round(100 * i * step / span_ms, 3), label=ms_label(i * step))
+        for i in range(int(span_ms // step) + 1)
+    ]
+
+
+# -- the rows --------------------------------------------------------------------------------
+
+
+def tree_order(skeleton: list[tuple[Any, Any]], first: Any) -> list[Any]:
+    """The ids of `skeleton` (id, parent id), already in sibling order, depth first from
+    `first` as the tree shows them: each node, then its children's subtrees in order.
+    Nodes whose parent is missing (left out by a filter) follow their nearest listed
+    ancestor's place by being roots of their own, in the skeleton's order."""
+    children: dict[Any, list[Any]] = defaultdict(list)
+    known = {pk for pk, _ in skeleton}
+    tops = []
+    for pk, parent in skeleton:
+        if parent in known:
+            children[parent].append(pk)
+        else:
+            tops.append(pk)
+    if first in known and first in tops:
+        tops.remove(first)
+        tops.insert(0, first)
+    order: list[Any] = []
+    stack = list(reversed(tops))
+    while stack:
+        pk = stack.pop()
+        order.append(pk)
+        stack.extend(reversed(children.get(pk, ())))
+    return order
+
+
+def _end(run: Run, now: datetime) -> datetime | None:
+    """Where the node's bar ends: its completion, or now while it can still change."""
+    if run.started_at is None:
+        return None
+    if run.completed_at is not None:
+        return run.completed_at
+    if run.status not in TERMINAL:
+        return now
+    # Ended without a completion time (cancelled before it recorded one): its counted time.
+    return run.started_at + timedelta(milliseconds=run.execution_time_ms or 0)
+
+
+def _pct(part: float, whole: float) -> float:
+    return round(100 * part / whole, 3) if whole > 0 else 0.0
+
+
+def _waits(
+    run: Run, start: datetime, end: datetime, waits: list[HumanWait], now: datetime
+) -> tuple[list[Segment], float]:
+    """The run's waits on people as parts of its bar (clipped to it), and their total ms."""
+    bar = (end - start).total_seconds() * 1000
+    segments, total = [], 0.0
+    for wait in waits:
+        begin = max(wait.requested_at, start)
+        until = min(wait.ended_at or end, end)
+        ms = (until - begin).total_seconds() * 1000
+        if ms <= 0:
+            continue
+        total += ms
+        open_now = wait.ended_at is None and run.status not in TERMINAL
+        segments.append(
+            Segment(
+                left=_pct((begin - start).total_seconds() * 1000, bar),
+                width=max(_pct(ms, bar), MIN_BAR_PCT),
+                title=f"Waiting on a person{' (still)' if open_now else ''}: {ms_label(ms)}",
+            )
+        )
+    return segments, total
+
+
+def trace_timeline(
+    *, user: Any, run_id: Any, status: str = "all", query: str = "", now: datetime | None = None
+) -> Timeline:
+    """The timeline of the trace of `run_id` (any run of it), its first MAX_TIMELINE nodes
+    in tree order, or with a status or name filter (as `trace_find` takes them) the nodes it
+    picks and their ancestors. Five queries (eight with a filter) whatever the trace's size;
+    a run of another workspace is a 404."""
+    now = now or timezone.now()
+    trace_id = (
+        run_list(user=user)
+        .select_related(None)
+        .filter(pk=run_id)
+        .values_list("trace_id", flat=True)
+    ).first()
+    if trace_id is None:
+        raise Http404("no such run")
+    wanted: set[str] | None = None
+    if status != "all" or query:
+        found = trace_find(user=user, trace_id=trace_id, status=status, query=query)
+        wanted = {*found.matches, *found.ancestors}
+    skeleton_q = (
+        run_list(user=user)
+        .select_related(None)
+        .filter(trace_id=trace_id)
+        .order_by("depth", *CHILD_ORDER)
+        .values_list("pk", "parent_id")
+    )
+    if wanted is not None:
+        skeleton_q = skeleton_q.filter(Q(pk__in=wanted) | Q(pk=trace_id))
+    skeleton = list(skeleton_q[: MAX_SKELETON + 1])
+    capped = len(skeleton) > MAX_SKELETON
+    skeleton = skeleton[:MAX_SKELETON]
+    order = tree_order(skeleton, trace_id)
+    shown_ids = order[:MAX_TIMELINE]
+    by_id = {run.pk: run for run in _nodes(user).filter(pk__in=shown_ids, trace_id=trace_id)}
+    root = by_id.get(trace_id)
+    if root is None:
+        raise Http404("this run's trace has no root")
+    runs = [by_id[pk] for pk in shown_ids if pk in by_id]
+    steps = _step_names(runs)
+    for run in runs:
+        key = run.parent_step_key.rsplit("#", 1)[0] if run.parent_step_key else ""
+        run.step_name = steps.get((str(run.parent_id), key), "") if key else ""
+        run.cost = usd(run.total_cost_usd)
+    waits_by_run: dict[str, list[HumanWait]] = defaultdict(list)
+    for wait in approval_desk().waits_of_runs(trace_id=trace_id, run_ids=[r.pk for r in runs]):
+        waits_by_run[wait.run_id].append(wait)
+
+    origin = root.started_at or root.created_at
+    ends = [end for run in runs if (end := _end(run, now)) is not None]
+    span_ms = max(1.0, max(((e - origin).total_seconds() * 1000 for e in ends), default=1.0))
+    base_depth = min((run.depth for run in runs), default=0)
+    rows = []
+    for run in runs:
+        end = _end(run, now)
+        if run.started_at is None or end is None:
+            rows.append(TimelineRow(run, run.depth - base_depth, None, 0.0, "", "not started yet"))
+            continue
+        offset = (run.started_at - origin).total_seconds() * 1000
+        ms = max(0.0, (end - run.started_at).total_seconds() * 1000)
+        left = min(max(_pct(offset, span_ms), 0.0), 100.0)
+        width = min(max(_pct(ms, span_ms), MIN_BAR_PCT), 100.0 - left) or MIN_BAR_PCT
+        segments, waited = _waits(run, run.started_at, end, waits_by_run[str(run.pk)], now)
+        rows.append(
+            TimelineRow(
+                run=run,
+                depth=run.depth - base_depth,
+                left=left,
+                width=width,
+                started=f"+{ms_label(offset)}" if offset > 0 else "0",
+                duration=ms_label(ms) + (" so far" if run.status not in TERMINAL else ""),
+                waits=segments,
+                waited=ms_label(waited) if waited else "",
+            )
+        )
+    return Timeline(
+        root=root,
+        rows=rows,
+        ticks=axis_ticks(span_ms),
+        span=ms_label(span_ms),
+        total=len(order),
+        more=max(0, len(order) - len(shown_ids)),
+        active=root.status not in TERMINAL,
+        capped=capped,
+    )

@@ -11,6 +11,7 @@ runs/trace_page.py in a fixed number of queries; a run of another workspace is a
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -33,6 +34,7 @@ from runs.trace_page import (
     pretty_json,
     trace_find,
     trace_page,
+    trace_timeline,
 )
 
 
@@ -43,6 +45,8 @@ class HtmxHttpRequest(HttpRequest):
 @login_required
 @require_GET
 def run_trace(request: HtmxHttpRequest, pk: Any) -> HttpResponse:
+    if request.GET.get("view") == "timeline":
+        return _timeline_page(request, pk)
     page = trace_page(user=request.user, run_id=pk)
     context: dict[str, Any] = {
         "page": page,
@@ -53,11 +57,63 @@ def run_trace(request: HtmxHttpRequest, pk: Any) -> HttpResponse:
         **_head_context(request, page.root),
         "status_filters": ["all", *STATUS_FILTERS],
         "detail": None,
+        "view": "tree",
     }
     if page.focus.pk != page.root.pk:
         # A link to one run of the trace (from an approval, an alert) opens its details.
         context.update(_detail_context(request, page.root.pk, page.focus.pk, row=page.focus))
     return render(request, "runs/trace.html", context)
+
+
+def _timeline_page(request: HtmxHttpRequest, pk: Any) -> HttpResponse:
+    """The trace as a timeline (`?view=timeline`, a shareable address; with `status` and
+    `q` it shows what the tree's filter would pick). A link to one run of the trace opens
+    its details beside the bars, as the tree does."""
+    try:
+        context = _timeline_context(request, pk)
+    except BadRequest as problem:
+        return HttpResponse(str(problem), status=400, content_type="text/plain; charset=utf-8")
+    root = context["root"]
+    context.update(
+        page=None,
+        focus_id=pk,
+        socket_path=f"/ws/runs/{root.pk}/",
+        status_filters=["all", *STATUS_FILTERS],
+        detail=None,
+        view="timeline",
+    )
+    if str(pk) != str(root.pk):
+        context.update(_detail_context(request, root.pk, pk))
+    return render(request, "runs/trace.html", context)
+
+
+@login_required
+@require_GET
+def trace_timeline_body(request: HtmxHttpRequest, pk: Any) -> HttpResponse:
+    """The timeline's rows and axis again (the page refreshes them while the run can still
+    change, so running bars grow), with the header, which follows the root's state."""
+    try:
+        context = _timeline_context(request, pk)
+    except BadRequest as problem:
+        return HttpResponse(str(problem), status=400, content_type="text/plain; charset=utf-8")
+    return render(request, "runs/_trace_timeline.html#timeline-body", {**context, "head": True})
+
+
+def _timeline_context(request: HtmxHttpRequest, pk: Any) -> dict[str, Any]:
+    status, query = parse_filter(request.GET.get("status", ""), request.GET.get("q", ""))
+    timeline = trace_timeline(user=request.user, run_id=pk, status=status, query=query)
+    root = timeline.root
+    filtering = status != "all" or bool(query)
+    return {
+        "timeline": timeline,
+        "root": root,
+        "trace_id": root.pk,
+        "filter_status": status,
+        "filter_q": query,
+        "filtering": filtering,
+        "filter_query": urlencode({"status": status, "q": query}) if filtering else "",
+        **_head_context(request, root),
+    }
 
 
 @login_required
@@ -156,6 +212,7 @@ urlpatterns = [
     path("<uuid:pk>/", run_trace, name="detail"),
     path("<uuid:pk>/rows/", trace_rows, name="trace_rows"),
     path("<uuid:pk>/find/", trace_search, name="trace_find"),
+    path("<uuid:pk>/timeline/", trace_timeline_body, name="trace_timeline"),
     path("<uuid:pk>/nodes/<uuid:node>/", trace_node_detail, name="trace_node"),
     path("<uuid:pk>/nodes/<uuid:node>/children/", trace_node_children, name="trace_children"),
 ]

@@ -56,3 +56,43 @@ def test_the_charts_render_and_the_period_changes_in_place(console_page, alice, 
     expect(page).to_have_url(re.compile(r"/dashboard/$"))
     expect(page.locator("#metric-success_rate .value")).to_have_text("50.0 %")
     assert failures == [], failures
+
+
+def test_chart_labels_are_readable_on_a_phone(console_page, alice, acme, failures):
+    """At 390 px the charts' labels are drawn at a size a person reads (not the 6 px a
+    560-unit chart scaled to a phone gives), the x labels shown do not touch, and a long
+    entity name is cut beside its bar, whole in its tooltip."""
+    from playwright.sync_api import expect
+
+    writer = EntityFactory(workspace=acme, name="writer")
+    long_name = EntityFactory(workspace=acme, name="summarise_" + "quarterly_" * 8 + "report")
+    now = timezone.now()
+    for days in range(30):
+        execution(writer, ended=now - timedelta(days=days, minutes=5), cost="0.5", ms=90_000)
+    execution(long_name, ended=now - timedelta(hours=1), cost="20", ms=300_000)
+
+    page = console_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto("/admin/login/?next=/dashboard/%3Fperiod%3D30d")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "password")
+    page.click("input[type=submit]")
+    chart = page.locator("#chart-p95_latency svg[role=img]")
+    expect(chart).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+    for selector in ("#chart-p95_latency svg", "#chart-statuses svg"):
+        shown = [t for t in page.locator(f"{selector} text.x-label").all() if t.is_visible()]
+        boxes = [t.bounding_box() for t in shown]
+        assert 2 <= len(boxes) <= 4, (selector, boxes)
+        for left, right in zip(boxes, boxes[1:], strict=False):
+            assert left["x"] + left["width"] + 4 <= right["x"], (selector, left, right)
+        assert min(box["height"] for box in boxes) >= 10, (selector, boxes)
+    y_label = page.locator("#chart-p95_latency svg text.y-label").last
+    assert y_label.bounding_box()["height"] >= 10
+    assert y_label.bounding_box()["x"] >= chart.bounding_box()["x"] - 1  # not cut off
+
+    bar_label = page.locator("#chart-entities svg text.bar-label").first
+    expect(bar_label).to_have_text(re.compile(r"^summarise_quar.*…$"))
+    expect(page.locator("#chart-entities svg title").first).to_contain_text(long_name.name)
+    assert failures == [], failures

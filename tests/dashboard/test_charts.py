@@ -135,3 +135,62 @@ def test_numbers_read_as_a_person_writes_them():
     assert bucket_label(datetime(2025, 3, 5, 14, tzinfo=UTC), "hour") == ("14:00", "Mar 5, 14:00")
     assert bucket_label(datetime(2025, 3, 5, tzinfo=UTC), "hour") == ("Mar 5", "Mar 5, 00:00")
     assert bucket_label(datetime(2025, 3, 5, tzinfo=UTC), "day") == ("Mar 5", "Wed Mar 5")
+
+
+# -- readable labels ---------------------------------------------------------------------------
+
+
+def daily(n: int) -> list[Point]:
+    return [Point(f"Day {i + 1}", f"Day {i + 1} of {n}", float(i % 7)) for i in range(n)]
+
+
+def x_labels(root: ElementTree.Element) -> list[ElementTree.Element]:
+    return [t for t in root.iter(f"{SVG}text") if "x-label" in (t.get("class") or "")]
+
+
+def test_many_points_keep_a_few_x_labels_the_latest_always_and_half_of_them_on_a_phone():
+    for n in (24, 30, 90):
+        root = parsed(line_chart(title="Runs", points=daily(n), fmt=str, empty="", unit="day"))
+        labels = x_labels(root)
+        assert 2 <= len(labels) <= 8, n
+        assert labels[-1].text == f"Day {n}"  # the latest bucket is named
+        phone = [t for t in labels if "x-minor" not in t.get("class")]
+        assert len(phone) <= 4 and phone[-1].text == f"Day {n}", n
+        # Shown on a phone, labels are at least 110 units apart: 18-unit text of 6 characters.
+        xs = [float(t.get("x")) for t in phone]
+        assert all(b - a >= 110 for a, b in zip(xs, xs[1:], strict=False)), (n, xs)
+
+
+def test_a_long_entity_name_is_cut_beside_its_bar_and_whole_in_its_tooltip():
+    name = "n" * 200
+    root = parsed(bar_chart(title="Cost", rows=[(name, 3.0, " over 2 runs")], fmt=usd, empty=""))
+    (label,) = [t for t in root.iter(f"{SVG}text") if t.get("class") == "bar-label"]
+    assert len(label.text) <= 16 and label.text.endswith("…")
+    assert [t.text for t in root.iter(f"{SVG}title")] == [f"{name}: $3.00 over 2 runs"]
+
+
+def test_a_bars_value_stays_inside_the_chart():
+    root = parsed(bar_chart(title="Cost", rows=[("big", 1500.0, "")], fmt=usd, empty=""))
+    (value,) = [t for t in root.iter(f"{SVG}text") if t.get("class") == "bar-value"]
+    # At the top of the axis: no room after the bar, so it is written inside its end.
+    assert value.get("text-anchor") == "end" and value.get("fill") == "#fff"
+    assert float(value.get("x")) <= 560
+
+
+def test_a_time_axis_ticks_at_round_times_with_their_unit():
+    root = parsed(
+        line_chart(title="P95", points=points(60_000, 300_000), fmt=duration, empty="", time=True)
+    )
+    ys = [t.text for t in root.iter(f"{SVG}text") if t.get("class") == "y-label"]
+    assert ys == ["0 ms", "2 min", "4 min", "6 min"]
+    assert [duration(v) for v in (120_000, 5_400_000)] == ["2 min", "1.5 h"]
+
+
+def test_the_y_labels_have_room_at_the_phones_font():
+    root = parsed(
+        line_chart(title="Cost", points=points(1200.0, 4800.0), fmt=usd, empty="", unit="hour")
+    )
+    ys = [t for t in root.iter(f"{SVG}text") if t.get("class") == "y-label"]
+    longest = max(len(t.text) for t in ys)
+    # Right-aligned at their x: each needs about 10.5 units a character on a phone.
+    assert all(float(t.get("x")) >= 10.5 * longest for t in ys), [t.get("x") for t in ys]

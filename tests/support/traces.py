@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.utils import timezone
@@ -58,3 +59,29 @@ def build_trace(kinds: dict, agents: int, skills: int, actions: int) -> dict[str
 
 def nodes_in(html: str) -> list[str]:
     return re.findall(r'<li id="node-([0-9a-f-]{36})"', html)
+
+
+def place(run: Run, origin: datetime, start_s: float, seconds: float | None, **fields) -> None:
+    """Set when a run started (`start_s` after `origin`) and how long it ran (`seconds`;
+    None: still going, no completion), as the timeline reads them."""
+    started = origin + timedelta(seconds=start_s)
+    done = None if seconds is None else started + timedelta(seconds=seconds)
+    Run.objects.filter(pk=run.pk).update(
+        started_at=started,
+        completed_at=done,
+        execution_time_ms=None if seconds is None else round(seconds * 1000),
+        **fields,
+    )
+
+
+def timeline_rows(html: str) -> list[str]:
+    """The run ids of a rendered timeline's rows, in order."""
+    return re.findall(r'<li id="tl-([0-9a-f-]{36})"', html)
+
+
+def bar_of(html: str, run_id: object) -> tuple[float, float] | None:
+    """A timeline row's bar: (left, width) in percent, None when it has no bar."""
+    row = html[html.index(f'<li id="tl-{run_id}"') :]
+    row = row[: row.index("</li>")]
+    found = re.search(r'class="tl-bar" style="left:([\d.]+)%;width:([\d.]+)%"', row)
+    return (float(found[1]), float(found[2])) if found else None
