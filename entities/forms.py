@@ -75,16 +75,13 @@ class EntityForm(ServiceValidatedForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # The admin check (entities.admin.DefinitionCheck) finds the form through the instance
-        # it shares with the inline formsets.
-        self.instance._admin_form = self
         if self.instance.pk and not self.is_bound:
             self.initial["tags"] = ", ".join(self.instance.tags)
         for name in self.Meta.field_classes:
             if name in self.fields:
                 self.fields[name].required = False
         if "description" in self.fields:
-            self.fields["description"].required = True  # seed 000 §3.2
+            self.fields["description"].required = True  # every entity says what it does
 
     def clean_tags(self) -> list[str]:
         raw = self.cleaned_data.get("tags") or ""
