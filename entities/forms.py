@@ -38,17 +38,11 @@ class ServiceValidatedForm(forms.ModelForm):
     with messages at the field; the model's own unique and constraint checks would only
     repeat those problems less clearly, so they are skipped."""
 
-    workspace_fields: tuple[str, ...] = ()
-
-    def _get_validation_exclusions(self) -> set[str]:
-        return set(super()._get_validation_exclusions()) | set(self.workspace_fields)
-
     def validate_unique(self) -> None:
         return None
 
 
 class EntityForm(ServiceValidatedForm):
-    workspace_fields = ("workspace",)
     tags = forms.CharField(
         required=False,
         help_text="Comma-separated, at most 20; searchable.",
@@ -91,7 +85,6 @@ class EntityForm(ServiceValidatedForm):
 
 
 class ChildLinkForm(ServiceValidatedForm):
-    workspace_fields = ("parent",)
 
     class Meta:
         model = ChildLink
@@ -107,7 +100,6 @@ class ChildLinkForm(ServiceValidatedForm):
 
 
 class PlanStepForm(ServiceValidatedForm):
-    workspace_fields = ("entity",)
 
     class Meta:
         model = PlanStep
