@@ -85,7 +85,6 @@ class EntityForm(ServiceValidatedForm):
 
 
 class ChildLinkForm(ServiceValidatedForm):
-
     class Meta:
         model = ChildLink
         fields = ["order", "child", "relationship", "condition", "input_mapping"]
@@ -100,7 +99,6 @@ class ChildLinkForm(ServiceValidatedForm):
 
 
 class PlanStepForm(ServiceValidatedForm):
-
     class Meta:
         model = PlanStep
         fields = [
