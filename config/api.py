@@ -1,6 +1,6 @@
 """The API's urlconf, under /api/v1/: each app's endpoints (its `api.py`), the OpenAPI schema,
-its documentation page, each endpoint with a trailing slash too, and a JSON 404 for every
-other address.
+its documentation pages (Swagger UI and Redoc, under the product's bar: templates/drf_spectacular),
+each endpoint with a trailing slash too, and a JSON 404 for every other address.
 
 The shared plumbing (the error object and exception handler, pagination, strict request
 bodies) is in `config/api_contract.py`; DRF settings are REST_FRAMEWORK in config/settings.py.
@@ -12,7 +12,11 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, path, re_path, resolve, reverse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import (
+    SpectacularAPIView,
+    SpectacularRedocView,
+    SpectacularSwaggerView,
+)
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import NotFound
 from rest_framework.permissions import AllowAny
@@ -66,5 +70,6 @@ urlpatterns = [
     path("approvals/<int:pk>/decision", ApprovalDecision.as_view(), name="approval-decision"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
     re_path(r"^(?P<path>(?s:.*))$", either_slash, name="either-slash"),
 ]

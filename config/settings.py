@@ -457,7 +457,7 @@ SPECTACULAR_SETTINGS = {
         "Runs, approvals, entities and tools of the workspaces you belong to. Authenticate "
         "with `Authorization: Bearer TOKEN` (create a token on the console's API tokens page, "
         "/account/tokens/) or the console's session. Every error is "
-        '`{"error": {"code", "message", "details"}, "retryable"}` (seed 001); an object of '
+        '`{"error": {"code", "message", "details"}, "retryable"}`; an object of '
         "a workspace you cannot see is a 404."
     ),
     "VERSION": "1",

@@ -5,6 +5,7 @@ every write goes through the services, so the admin validates exactly as an impo
 from __future__ import annotations
 
 import json
+import weakref
 from typing import Any
 
 from django import forms
@@ -13,8 +14,8 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.forms.formsets import DELETION_FIELD_NAME
 from django.forms.models import BaseInlineFormSet
-from django.forms.utils import ErrorList
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import path, reverse
@@ -88,34 +89,38 @@ class TagFilter(admin.SimpleListFilter):
 
 
 class DefinitionCheck:
-    """The last "formset" of the entity change form: once the form and the inlines are
-    valid on their own, it builds the whole definition and runs the design-time validation,
-    placing each problem at its field (or inline row) before anything is saved."""
+    """The whole definition an entity change form describes, validated by the services before
+    anything is saved, with each problem placed at its field or inline row.
 
-    prefix = "definition-check"
-    new_objects: list = []
-    changed_objects: list = []
-    deleted_objects: list = []
-    is_bound = True
+    One per request. The admin's public hooks hand it what it needs: `get_formset_kwargs`
+    gives it to the child-link and plan-step formsets (which register themselves), and
+    `save_form`, called once the entity form is valid and before the formsets are, gives it
+    the form. It runs once, when the first formset validates: the children's formset raises
+    its share of problems that belong to no row, the plan steps' formset its own, and both
+    report invalid while any problem stands, so nothing is saved."""
 
-    def __init__(self, instance: Entity, request: HttpRequest, formsets: list[Any]):
+    def __init__(self, instance: Entity) -> None:
         self.instance = instance
-        self.request = request
-        self.formsets = formsets
-        self._non_form_errors = ErrorList()
-        self.errors: list = []
-        self.forms: list = []
+        self.form: Any = None
+        self.links: DefinitionFormSet | None = None
+        self.steps: DefinitionFormSet | None = None
         self.definition: dict | None = None
+        self.workspace: Workspace | None = None
+        self.result: Any = None  # entity_save's answer, for the change message
+        self.leftover: dict[str, list[str]] = {"links": [], "steps": []}
+        self.passed: bool | None = None
 
-    def _formset(self, model: type) -> Any:
-        return next(fs for fs in self.formsets if getattr(fs, "model", None) is model)
+    def run(self) -> bool:
+        """Whether the definition may be saved; checks once, on first call."""
+        if self.passed is None:
+            self.passed = self._check()
+        return self.passed
 
-    def is_valid(self) -> bool:
-        form = getattr(self.instance, "_admin_form", None)
-        if form is None or not form.is_bound:
-            return True
-        links, steps = self._formset(ChildLink), self._formset(PlanStep)
-        if not form.is_valid() or not links.is_valid() or not steps.is_valid():
+    def _check(self) -> bool:
+        form, links, steps = self.form, self.links, self.steps
+        if form is None or links is None or steps is None:
+            return True  # the entity form has errors of its own: nothing to check yet
+        if not all(_rows_valid(formset) for formset in (links, steps)):
             return True  # their own errors are shown; nothing to check the whole against yet
         entity = self.instance if self.instance.pk and not self.instance._state.adding else None
         workspace = entity.workspace if entity else form.cleaned_data.get("workspace")
@@ -134,25 +139,23 @@ class DefinitionCheck:
         for problem in problems:
             target, field, message = place_problem(problem, form, link_forms, step_forms)
             if target is None:
-                owner = links if problem.path.startswith("hierarchy") else steps
-                owner._non_form_errors.append(message)
-            elif field is None:
-                target.add_error(None, message)
+                owner = "links" if problem.path.startswith("hierarchy") else "steps"
+                self.leftover[owner].append(message)
             else:
                 target.add_error(field, message)
         if problems:
             return False
-        self.definition = definition
-        self.workspace = workspace
-        self.instance._definition = definition
-        self.instance._workspace = workspace
+        self.definition, self.workspace = definition, workspace
         return True
 
-    def non_form_errors(self) -> ErrorList:
-        return self._non_form_errors
 
-    def save(self, commit: bool = True) -> list:
-        return []
+def _rows_valid(formset: Any) -> bool:
+    """Whether every row of an inline formset that stays is valid on its own (the formset's
+    own `is_valid` cannot be asked: the check runs from inside a formset's `clean`)."""
+    return formset.management_form.is_valid() and all(
+        form.is_valid() or (formset.can_delete and form.cleaned_data.get(DELETION_FIELD_NAME))
+        for form in formset.forms
+    )
 
 
 class OrderedInlineFormSet(BaseInlineFormSet):
@@ -172,10 +175,42 @@ class OrderedInlineFormSet(BaseInlineFormSet):
         return kwargs
 
 
+class DefinitionFormSet(OrderedInlineFormSet):
+    """The child links or the plan steps of the entity change form, validated with the rest
+    of the definition (`DefinitionCheck`): its rows get the problems found at them, and the
+    formset is invalid while the definition has any problem."""
+
+    role = ""  # "links" or "steps": which part of the definition this formset holds
+
+    def __init__(self, *args: Any, definition_check: DefinitionCheck | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.definition_check = definition_check
+        if definition_check is not None:
+            setattr(definition_check, self.role, self)
+
+    def clean(self) -> None:
+        super().clean()
+        check = self.definition_check
+        if check is not None and not check.run() and check.leftover[self.role]:
+            raise ValidationError(check.leftover[self.role])
+
+    def is_valid(self) -> bool:
+        valid = super().is_valid()
+        return valid and (self.definition_check is None or bool(self.definition_check.run()))
+
+
+class ChildLinkFormSet(DefinitionFormSet):
+    role = "links"
+
+
+class PlanStepFormSet(DefinitionFormSet):
+    role = "steps"
+
+
 class ChildLinkInline(admin.TabularInline):
     model = ChildLink
     form = ChildLinkForm
-    formset = OrderedInlineFormSet
+    formset = ChildLinkFormSet
     fk_name = "parent"
     extra = 1
     verbose_name = "child"
@@ -208,7 +243,7 @@ class ChildLinkInline(admin.TabularInline):
 class PlanStepInline(admin.StackedInline):
     model = PlanStep
     form = PlanStepForm
-    formset = OrderedInlineFormSet
+    formset = PlanStepFormSet
     fk_name = "entity"
     extra = 0
     verbose_name = "plan step"
@@ -370,6 +405,15 @@ class EntityAdmin(WorkspaceScopedAdmin):
         ),
     ]
 
+    def __init__(self, model: type, admin_site: Any) -> None:
+        super().__init__(model, admin_site)
+        # The definition check of each request being answered, where its form and its
+        # formsets meet (the admin is one object for every request); weak, so each goes with
+        # its request.
+        self.definition_checks: weakref.WeakKeyDictionary[HttpRequest, DefinitionCheck] = (
+            weakref.WeakKeyDictionary()
+        )
+
     def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None) -> Any:
         obj = super().get_object(request, object_id, from_field)
         request._admin_entity = obj
@@ -409,33 +453,52 @@ class EntityAdmin(WorkspaceScopedAdmin):
             )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    def _create_formsets(self, request: HttpRequest, obj: Any, change: bool) -> Any:
-        formsets, inline_instances = super()._create_formsets(request, obj, change)
-        if request.method == "POST":
-            formsets.append(DefinitionCheck(obj, request, formsets))
-        return formsets, inline_instances
+    def get_formset_kwargs(
+        self, request: HttpRequest, obj: Any, inline: Any, prefix: str
+    ) -> dict[str, Any]:
+        """The children's and the plan steps' formsets of a POST share one `DefinitionCheck`,
+        so the whole definition is validated before anything is saved."""
+        kwargs = super().get_formset_kwargs(request, obj, inline, prefix)
+        if request.method == "POST" and isinstance(inline, ChildLinkInline | PlanStepInline):
+            check = self.definition_checks.get(request)
+            if check is None:
+                check = self.definition_checks[request] = DefinitionCheck(obj)
+            kwargs["definition_check"] = check
+        return kwargs
+
+    def save_form(self, request: HttpRequest, form: Any, change: bool) -> Any:
+        # Called once the entity form is valid, before the inline formsets are validated:
+        # the definition check needs the form's cleaned data and places problems on it.
+        check = self.definition_checks.get(request)
+        if check is not None:
+            check.form = form
+        return super().save_form(request, form, change)
 
     def save_model(self, request: HttpRequest, obj: Entity, form: Any, change: bool) -> None:
-        entity = obj if change else None
-        result = entity_save(
-            workspace=obj._workspace, definition=obj._definition, user=request.user, entity=entity
+        check = self.definition_checks[request]
+        check.result = entity_save(
+            workspace=check.workspace,
+            definition=check.definition,
+            user=request.user,
+            entity=obj if change else None,
         )
-        obj.pk = result.entity.pk
+        obj.pk = check.result.entity.pk
         obj._state.adding = False
-        obj._save_result = result
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         return None  # entity_save wrote the links and steps with the entity
 
     def construct_change_message(self, request: HttpRequest, form: Any, formsets: Any, add: bool):
-        result = getattr(form.instance, "_save_result", None)
+        check = self.definition_checks.get(request)
+        result = check.result if check is not None else None
         if result is None or result.version is None:
             return "No change to the definition." if not add else "Created."
         version = result.version
         return f"Version {version.version} ({version.change.lower()}): {version.summary}"
 
     def response_change(self, request: HttpRequest, obj: Entity) -> HttpResponse:
-        result = getattr(obj, "_save_result", None)
+        check = self.definition_checks.get(request)
+        result = check.result if check is not None else None
         if result is not None and result.version is None:
             self.message_user(request, "No change to the definition; the version stays.")
         elif result is not None:

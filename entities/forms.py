@@ -38,17 +38,11 @@ class ServiceValidatedForm(forms.ModelForm):
     with messages at the field; the model's own unique and constraint checks would only
     repeat those problems less clearly, so they are skipped."""
 
-    workspace_fields: tuple[str, ...] = ()
-
-    def _get_validation_exclusions(self) -> set[str]:
-        return set(super()._get_validation_exclusions()) | set(self.workspace_fields)
-
     def validate_unique(self) -> None:
         return None
 
 
 class EntityForm(ServiceValidatedForm):
-    workspace_fields = ("workspace",)
     tags = forms.CharField(
         required=False,
         help_text="Comma-separated, at most 20; searchable.",
@@ -75,16 +69,13 @@ class EntityForm(ServiceValidatedForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # The admin check (entities.admin.DefinitionCheck) finds the form through the instance
-        # it shares with the inline formsets.
-        self.instance._admin_form = self
         if self.instance.pk and not self.is_bound:
             self.initial["tags"] = ", ".join(self.instance.tags)
         for name in self.Meta.field_classes:
             if name in self.fields:
                 self.fields[name].required = False
         if "description" in self.fields:
-            self.fields["description"].required = True  # seed 000 §3.2
+            self.fields["description"].required = True  # every entity says what it does
 
     def clean_tags(self) -> list[str]:
         raw = self.cleaned_data.get("tags") or ""
@@ -94,8 +85,6 @@ class EntityForm(ServiceValidatedForm):
 
 
 class ChildLinkForm(ServiceValidatedForm):
-    workspace_fields = ("parent",)
-
     class Meta:
         model = ChildLink
         fields = ["order", "child", "relationship", "condition", "input_mapping"]
@@ -110,8 +99,6 @@ class ChildLinkForm(ServiceValidatedForm):
 
 
 class PlanStepForm(ServiceValidatedForm):
-    workspace_fields = ("entity",)
-
     class Meta:
         model = PlanStep
         fields = [

@@ -13,7 +13,17 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("config", "entities", "runs", "approvals", "tools", "governance", "dashboard", "bench")
+APPS = (
+    "config",
+    "entities",
+    "runs",
+    "approvals",
+    "tools",
+    "governance",
+    "dashboard",
+    "designer",
+    "bench",
+)
 FIRST_PARTY = {*APPS, "tests"}
 
 # Underscored names the libraries document for use.

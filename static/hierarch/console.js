@@ -1,14 +1,7 @@
-// The console's small behaviours that need a script: the phone menu, a confirmation dialog
-// for htmx's hx-confirm, and the inbox's keyboard, dialog and edit form. Every one of them
-// has a plain-form path without a script; this only makes it quicker.
-document.documentElement.classList.add("js");
-document.addEventListener("click", (event) => {
-  const toggle = event.target.closest(".nav-toggle");
-  if (!toggle) return;
-  const bar = toggle.closest(".topbar");
-  const open = bar.classList.toggle("nav-open");
-  toggle.setAttribute("aria-expanded", String(open));
-});
+// The console's small behaviours that need a script: a confirmation dialog for htmx's
+// hx-confirm, and the inbox's keyboard, dialog and edit form. Every one of them has a
+// plain-form path without a script; this only makes it quicker. (The bar's phone menu, shared
+// with the admin and the API docs, is topbar.js.)
 
 // -- hx-confirm as a dialog of the page (window.confirm cannot be styled or tested) ----------
 

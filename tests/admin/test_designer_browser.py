@@ -58,7 +58,7 @@ def test_a_designer_sees_a_cycle_refused_and_then_adds_a_fresh_action(
     page.fill("#id_username", "admin")
     page.fill("#id_password", "admin")
     page.click("input[type=submit]")
-    expect(page.locator("#site-name")).to_contain_text("Hierarch")
+    expect(page.locator(".topbar .brand")).to_have_text("Hierarch")
 
     page.goto("/admin/entities/entity/")
     page.fill("#searchbar", "content_analyst")
@@ -66,9 +66,10 @@ def test_a_designer_sees_a_cycle_refused_and_then_adds_a_fresh_action(
     page.click("#result_list a:text-is('content_analyst_agent')")
     expect(page.locator("h2", has_text="content_analyst_agent")).to_be_visible()
     # The admin's scripts and styles were served: inlines.js added the "Add another" link,
-    # and base.css laid out the header.
+    # base.css laid out the page, and topbar.css the product's bar above it.
     expect(page.locator("#child_links-group .add-row a")).to_have_text("Add another Child")
-    assert page.eval_on_selector("#header", "el => getComputedStyle(el).display") == "flex"
+    assert page.eval_on_selector("#container", "el => getComputedStyle(el).display") == "flex"
+    assert page.eval_on_selector(".topbar", "el => getComputedStyle(el).display") == "flex"
 
     versions_before = list(demo.versions.values_list("version", flat=True))
     children_before = children_of(demo)

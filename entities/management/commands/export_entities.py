@@ -12,8 +12,8 @@ from entities.models import Entity, Workspace
 
 class Command(BaseCommand):
     help = (
-        "Print the workspace's entities (or one root and everything below it) as JSON in the "
-        "seed's format; the output imports back to the same definitions."
+        "Print the workspace's entities (or one root and everything below it) as JSON in "
+        "Hierarch's exchange format; the output imports back to the same definitions."
     )
 
     def add_arguments(self, parser) -> None:

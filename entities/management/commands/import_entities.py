@@ -15,7 +15,7 @@ from entities.services import entities_import
 
 class Command(BaseCommand):
     help = (
-        "Import entity definitions in the seed's JSON format (one entity, a list, or "
+        "Import entity definitions in Hierarch's JSON exchange format (one entity, a list, or "
         '{"entities": [...]}) into a workspace, all or nothing. Creates the workspace if '
         "missing; updates entities whose id matches."
     )
