@@ -13,6 +13,7 @@ import pytest
 from django.urls import reverse
 
 from entities.models import ChildLink, Entity
+from entities.selectors import entity_definition
 from entities.services import entity_save
 from tests.factories import EntityFactory, definition, grant
 
@@ -184,4 +185,150 @@ def test_a_refused_cycle_and_a_type_rule_are_shown_at_the_field(
         "cannot be a child of the SKILL “outline”"
     )
     assert not ChildLink.objects.filter(parent=skill).exists()
+    assert failures == []
+
+
+def definition_of(entity: Entity) -> dict:
+    """The entity's definition as saved now."""
+    return entity_definition(entity=Entity.objects.get(pk=entity.pk))
+
+
+def saved(page, message: str) -> None:
+    """Save the editor, and see it saved (the page comes back with the message)."""
+    from playwright.sync_api import expect
+
+    page.click("#editor button[name=op][value=save]")
+    expect(page.locator(".alert-success")).to_contain_text(message)
+    expect(page.locator("#problems .alert-error")).to_have_count(0)
+
+
+def add_in_tree(page, parent: Entity, kind: str, name: str, description: str) -> Entity:
+    """From `parent`'s row in the tree: "Add child", a new entity of `kind` named `name`."""
+    from playwright.sync_api import expect
+
+    row = page.locator(f"li.node[data-entity='{parent.pk}']")
+    row.locator(":scope > .node-row summary").click()
+    form = row.locator(":scope > .node-row form.add-new")
+    form.locator("select[name=type]").select_option(kind)
+    form.locator("input[name=name]").fill(name)
+    form.locator("input[name=description]").fill(description)
+    form.locator("button[type=submit]").click()
+    child = row.locator(":scope > ul.children > li.node > .node-row > .node-name", has_text=name)
+    expect(child).to_be_visible()
+    return Entity.objects.get(workspace=parent.workspace, name=name)
+
+
+def test_a_designer_builds_a_hierarchy_and_tries_it_without_typing_json(
+    console_page, alice, acme, failures
+):
+    """Process → Agent → Skill → Action, built from an empty workspace in the tree and the
+    editor: a built-in tool called by a plan step with its argument mapped, a condition on
+    a child built as rows, a human checkpoint as a row; then tried on the sample input, the
+    checkpoint approved in the inbox, the trial seen to complete inline.
+
+    Nothing here fills a textarea with JSON, nor any box with JSON: names, prompts and
+    descriptions are plain text, everything else is picked or checked. The trial runs the
+    drafts as they are (trials run drafts), so nothing needs activating first."""
+    from playwright.sync_api import expect
+
+    from runs.models import Run
+
+    page = console_page
+    grant(alice, acme, "operator", "approver")  # real runs, and the inbox
+    sign_in(page, "alice", reverse("designer:tree", kwargs={"workspace": "acme"}))
+    expect(page.locator("#tree")).to_contain_text("No entity yet.")
+
+    # A new process, from the tree's "New: Process".
+    page.click(".new-entity a:text-is('Process')")
+    expect(page.locator("h1")).to_have_text("New process")
+    page.fill("[name=identity-name]", "campaign")
+    page.fill("[name=identity-description]", "Plans and writes a product launch campaign.")
+    page.fill("[name=identity-system_prompt]", "You run launch campaigns, step by step.")
+    saved(page, "Created campaign (process)")
+    campaign = Entity.objects.get(workspace=acme, name="campaign")
+    assert campaign.type == "PROCESS"
+
+    # An agent under it, a skill under that, an action under the skill: from the tree.
+    page.click(".crumbs a:text-is('Acme')")
+    writer = add_in_tree(page, campaign, "AGENT", "writer", "Writes the campaign's copy.")
+    drafting = add_in_tree(page, writer, "SKILL", "drafting", "Drafts a piece of copy.")
+    render = add_in_tree(page, drafting, "ACTION", "render", "Renders the draft.")
+    assert [link.child.name for link in campaign.child_links.all()] == ["writer"]
+    assert [link.child.name for link in writer.child_links.all()] == ["drafting"]
+    assert [link.child.name for link in drafting.child_links.all()] == ["render"]
+
+    # The agent's prompt, in its editor (opened from its node).
+    page.locator(f"li.node[data-entity='{writer.pk}'] > .node-row > .node-name").click()
+    expect(page.locator("h1")).to_have_text("writer")
+    page.fill("[name=identity-system_prompt]", "You write launch copy in plain words.")
+    saved(page, "Saved writer")
+    prompt = definition_of(writer)["identity"]["persona"]["system_prompt"]
+    assert prompt == "You write launch copy in plain words."
+
+    # The action: a built-in tool picked, and a plan step calling it, its argument mapped.
+    page.goto(editor_url(render))
+    page.check("#tool-picker input[name=tools-use][value=template_render]")
+    saved(page, "Saved render")
+    page.check("[name=plan-enabled]")
+    page.click("#section-plan button:text-is('Add a step')")
+    page.fill("[name=plan-steps-0-name]", "Render the draft")
+    page.select_option("[name=plan-steps-0-type]", "TOOL_CALL")
+    page.select_option("[name=plan-steps-0-target]", "tool:template_render")
+    saved(page, "Saved render")
+    # Picked, the tool's parameters are boxes to fill.
+    step = page.locator("#section-plan fieldset.row").first
+    step.locator("details.mapping > summary").click()
+    expect(step.locator("details.mapping label")).to_have_text(["template", "variables"])
+    page.fill("[name=plan-steps-0-map_0]", "Launch day is here.")
+    saved(page, "Saved render")
+    tools = definition_of(render)["capabilities"]["tools"]
+    assert [tool["tool_id"] for tool in tools] == ["template_render"]
+    (plan_step,) = render.plan_steps.all()
+    assert (plan_step.type, plan_step.target_tool_id) == ("TOOL_CALL", "template_render")
+    assert plan_step.input_mapping == {"template": "Launch day is here."}
+
+    # The process: an input field, a condition on its child built as rows, a checkpoint.
+    page.goto(editor_url(campaign))
+    page.click("#section-contract button:text-is('Add an input field')")
+    page.fill("[name=contract-input-0-name]", "topic")
+    page.select_option("[name=contract-input-0-type]", "string")
+    page.check("[name=contract-input-0-required]")
+    page.select_option("[name=children-children-0-relationship]", "CONDITIONAL")
+    page.fill("[name=children-children-0-condition_0_field]", "input.topic")
+    page.select_option("[name=children-children-0-condition_0_op]", "not_empty")
+    page.click("#section-governance button:text-is('Add a checkpoint')")
+    page.select_option("[name=governance-checkpoints-0-trigger]", "BEFORE_EXECUTION")
+    page.check("[name=governance-checkpoints-0-approval_required]")
+    saved(page, "Saved campaign")
+    data = definition_of(campaign)
+    assert data["io_contract"]["input"]["schema"]["required"] == ["topic"]
+    (link,) = campaign.child_links.all()
+    assert link.relationship == "CONDITIONAL"
+    assert link.condition["expression"] == {"!!": {"var": "input.topic"}}
+    (checkpoint,) = data["governance"]["human_oversight"]["hitl_checkpoints"]
+    assert (checkpoint["trigger"], checkpoint["approval_required"]) == ("BEFORE_EXECUTION", True)
+
+    # Try it: the sample input as the form fills it; the checkpoint pauses the trial.
+    page.locator("#try > summary").click()
+    expect(page.locator("#try-form [name=topic]")).not_to_have_value("")
+    page.click("#try-form button[type=submit]")
+    result = page.locator("#try-result")
+    expect(result.locator(".try-head .run-status")).to_have_text("Paused", timeout=30_000)
+    expect(result).to_contain_text("Waiting on a person")
+    trial = Run.objects.get(entity=campaign, parent__isnull=True)
+    assert trial.trial
+
+    # Approved in the inbox (another tab), the trial completes on the editor's page.
+    inbox = page.context.new_page()
+    inbox.goto(reverse("approvals:inbox"))
+    inbox.locator("#inbox-rows a.row-link").first.click()
+    inbox.click("button:text-is('Approve')")
+    expect(inbox.locator("#approval-decision")).to_contain_text("Approved")
+    expect(result.locator(".try-head .run-status")).to_have_text("Completed", timeout=60_000)
+    outline = result.locator(".outline")
+    for name in ("campaign", "writer", "drafting", "render"):
+        expect(outline).to_contain_text(name)
+    tool_run = Run.objects.get(root=trial, entity=render)
+    assert tool_run.output_data is not None, tool_run.error_message
+    assert "Launch day is here." in str(tool_run.output_data)
     assert failures == []
