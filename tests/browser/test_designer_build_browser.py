@@ -224,7 +224,7 @@ def test_a_designer_builds_a_hierarchy_and_tries_it_without_typing_json(
     """Process → Agent → Skill → Action, built from an empty workspace in the tree and the
     editor: a built-in tool called by a plan step with its argument mapped, a condition on
     a child built as rows, a human checkpoint as a row; then tried on the sample input, the
-    checkpoint approved in the inbox, the trial seen to complete inline.
+    checkpoint approved in the inbox, the trial seen to complete inline; then activated.
 
     Nothing here fills a textarea with JSON, nor any box with JSON: names, prompts and
     descriptions are plain text, everything else is picked or checked. The trial runs the
@@ -331,4 +331,14 @@ def test_a_designer_builds_a_hierarchy_and_tries_it_without_typing_json(
     tool_run = Run.objects.get(root=trial, entity=render)
     assert tool_run.output_data is not None, tool_run.error_message
     assert "Launch day is here." in str(tool_run.output_data)
+
+    # Tried, the hierarchy goes live: each entity activated with its status button, the
+    # lowest first.
+    for entity in (render, drafting, writer, campaign):
+        page.goto(editor_url(entity))
+        page.click(".head-actions button:text-is('Activate')")
+        expect(page.locator(".alert-success")).to_have_text(f"{entity.name} is now active.")
+        expect(page.locator(".editor-head .badge.status-active")).to_have_text("Active")
+    statuses = Entity.objects.filter(workspace=acme).values_list("status", flat=True)
+    assert set(statuses) == {"ACTIVE"}
     assert failures == []
