@@ -14,7 +14,9 @@ import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from django.forms.formsets import DELETION_FIELD_NAME
 from django.http import QueryDict
 
 from config.json_input import JSONInputRefused, json_input_loads
@@ -41,6 +43,8 @@ SECTIONS: tuple[type[Section], ...] = (
 )
 
 DOCUMENT = "document"
+# Widgets a browser sends nothing of when nothing is checked.
+CHECKBOXES = frozenset({"checkbox", "checkboxselectmultiple"})
 RAW = "raw"
 
 
@@ -55,6 +59,8 @@ class Editor:
     general: list[Problem] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     raw_error: str = ""
+    # The names of the fields the page sent: the fields it has (see `check_slots`).
+    sent: frozenset[str] = frozenset()
 
     @classmethod
     def showing(cls, context: EditorContext, definition: dict) -> Editor:
@@ -69,6 +75,7 @@ class Editor:
             context,
             definition,
             [s(definition, data, context, add_row=add_row) for s in SECTIONS],
+            sent=frozenset(data.keys()),
         )
         if error:
             editor.general.append(Problem("", error))
@@ -121,6 +128,29 @@ class Editor:
                 if rowset.is_bound:
                     count += len(rowset.non_form_errors())
         return count
+
+    def check_slots(self) -> list[tuple[str, Any]]:
+        """Each problem slot the page has, with the problems it shows now: every form's and
+        row set's own, and every field the page sent (a checkbox left unchecked is sent as
+        nothing, yet is there). A field the page did not send (the blank line a condition
+        grows after a post, a box for an input of a child just picked) has no slot on the
+        page until its section is shown again, nor has a row's Remove box: htmx would have
+        nowhere to put them, so the check leaves them out; the summary counts their problems
+        all the same."""
+        slots: list[tuple[str, Any]] = []
+        for section in self.sections:
+            for form in section.all_forms():
+                slots.append((form.prefix, form.non_field_errors()))
+                slots += [
+                    (field.html_name, field.errors)
+                    for field in form.visible_fields()
+                    if field.name != DELETION_FIELD_NAME
+                    and (field.html_name in self.sent or field.widget_type in CHECKBOXES)
+                ]
+            slots += [
+                (rowset.prefix, rowset.non_form_errors()) for rowset in section.rowsets.values()
+            ]
+        return slots
 
     def document_json(self, definition: dict | None = None) -> str:
         return json.dumps(self.definition if definition is None else definition)

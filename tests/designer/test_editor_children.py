@@ -4,6 +4,7 @@ rows, what it is given; refusals at the child's row; the picker scoped and bound
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.test import Client
@@ -299,3 +300,16 @@ def test_too_many_rows_are_refused_by_name_never_a_500(designer, agent):
         assert designer.post(address, rows_posted(page, 10_000)).status_code == 400
     agent.refresh_from_db()
     assert agent.child_links.count() == 0
+
+
+def test_the_check_answers_only_the_slots_the_page_has(designer, agent):
+    # The page shows one condition line and no slot for a row's Remove box; the bound form
+    # grows a blank line after a post, which the page does not have until it is shown again.
+    page = with_child_row(designer, agent) | {"children-children-0-child": "ghost"}
+    assert "children-children-0-condition_1_field" not in page
+    body = designer.post(url(agent, "entity_check"), page).content.decode()
+    answered = set(re.findall(r'id="err-(children-children-0-[\w-]+)"', body))
+    assert "children-children-0-child" in answered
+    assert "children-children-0-condition_0_field" in answered
+    assert "children-children-0-condition_1_field" not in answered
+    assert "children-children-0-DELETE" not in answered
