@@ -55,10 +55,18 @@ class ConditionFields:
         mode = "rows" if shown is not None else "raw"
         raw_text = conditions.show_expression(expression)
         if form.is_bound:
-            count = 0
-            while count < MOST_LINES and form.add_prefix(self.key(count, "field")) in form.data:
-                count += 1
-            lines = min(count + 1, MOST_LINES)
+            # The lines posted up to the last one with something in it, and one blank line
+            # to add another: blank lines posted back do not pile up.
+            last, index = -1, 0
+            while index < MOST_LINES and form.add_prefix(self.key(index, "field")) in form.data:
+                typed = (
+                    str(form.data.get(form.add_prefix(self.key(index, part)), "")).strip()
+                    for part in ("field", "value")
+                )
+                if any(typed):
+                    last = index
+                index += 1
+            lines = min(last + 2, MOST_LINES)
         else:
             lines = min(len(rows) + 1, MOST_LINES)
         fields = form.fields

@@ -7,9 +7,12 @@ import json
 import re
 
 import pytest
+from django import forms
+from django.http import QueryDict
 from django.test import Client
 from django.urls import reverse
 
+from designer.editor.condition_fields import ConditionFields
 from entities.models import Entity
 from tests.factories import EntityFactory
 from tests.support.clients import signed_in
@@ -313,3 +316,19 @@ def test_the_check_answers_only_the_slots_the_page_has(designer, agent):
     assert "children-children-0-condition_0_field" in answered
     assert "children-children-0-condition_1_field" not in answered
     assert "children-children-0-DELETE" not in answered
+
+
+def test_blank_condition_lines_do_not_pile_up_across_posts():
+    """Each post shows the lines typed and one blank line to add another, however many
+    times the form goes back and forth."""
+
+    class Form(forms.Form):
+        pass
+
+    data = QueryDict(mutable=True)
+    for index in range(3):  # a typed line, then two blank ones posted back
+        data[f"c_{index}_field"] = "input.topic" if index == 0 else ""
+        data[f"c_{index}_value"] = ""
+    form = Form(data)
+    fields = ConditionFields(form, "c", label="Condition", expression=None, datalist="d")
+    assert fields.lines == 2
