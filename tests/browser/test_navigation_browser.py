@@ -97,10 +97,14 @@ def test_the_bar_goes_everywhere_and_back(console_page, alice_with_a_request, fa
     expect_marked(page, "Dashboard")
     # Redoc asks for Redocly's logo from their CDN whatever its options: the page's policy
     # blocks it, as the browser says in the console. Nothing else goes to another host.
-    refused = [f for f in failures if "Content Security Policy" in f and "cdn.redoc.ly" in f]
+    refused = [f for f in failures if _redoc_logo_refused(f)]
     assert {urlsplit(url).hostname for url in other_hosts} <= {"cdn.redoc.ly"}, other_hosts
     assert refused or not other_hosts, failures
     assert [f for f in failures if f not in refused] == [], failures
+
+
+def _redoc_logo_refused(failure: str) -> bool:
+    return "Content Security Policy" in failure and "cdn.redoc.ly" in failure
 
 
 @pytest.mark.parametrize("path", ["/admin/", "/api/v1/docs/", "/api/v1/redoc/"])
@@ -136,4 +140,7 @@ def test_on_a_phone_the_admin_and_the_docs_fold_the_bar_under_menu(
 
     nav.get_by_role("link", name="Inbox").click()
     expect(page.locator("h1")).to_have_text("Approvals")
-    assert failures == [], failures
+    # Redoc's request for Redocly's logo, refused by the page's policy (see above), may come
+    # before or after the click: it is the one failure allowed, and only on Redoc's page.
+    allowed = [f for f in failures if path == "/api/v1/redoc/" and _redoc_logo_refused(f)]
+    assert [f for f in failures if f not in allowed] == [], failures
