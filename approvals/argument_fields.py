@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from runs.forms import field_order
+
 Kind = Literal["string", "number", "integer", "boolean", "enum", "array"]
 SCALARS = ("string", "number", "integer", "boolean")
 
@@ -75,7 +77,10 @@ def argument_fields(schema: Any) -> tuple[list[ArgumentField], list[str]]:
     required = set(required) if isinstance(required, list) else set()
     fields: list[ArgumentField] = []
     raw: list[str] = []
-    for name, prop in schema["properties"].items():
+    properties = schema["properties"]
+    # In a stable order: PostgreSQL's jsonb does not keep the order the keys were written in.
+    for name in field_order(schema, properties):
+        prop = properties[name]
         kind = _kind(prop)
         if kind is None or not isinstance(name, str) or len(fields) >= MAX_FIELDS:
             raw.append(str(name))

@@ -24,6 +24,7 @@ from django.core.validators import RegexValidator
 
 from designer.editor.base import RowForm, Rows, Section, add_error, deep, read
 from entities.definition import Problem
+from runs.forms import field_order
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TYPES = [
@@ -37,7 +38,7 @@ TYPES = [
 ]
 TYPE_NAMES = dict(TYPES)
 # Keywords a row keeps as they were without showing them: they say nothing a row changes.
-PASSIVE = frozenset({"default", "title", "examples", "format"})
+PASSIVE = frozenset({"default", "title", "examples", "format", "x-order"})
 SHOWN = frozenset({"type", "description", "enum", "items"})
 # The bound keywords each type takes: (least, most).
 BOUNDS = {
@@ -294,7 +295,8 @@ class ContractSection(Section):
         if not isinstance(properties, dict):
             return []
         required = schema.get("required") if isinstance(schema.get("required"), list) else []
-        found = [row_of(n, p, required) for n, p in properties.items()]
+        # In the rows' order as saved (`x-order`): PostgreSQL's jsonb keeps keys its own way.
+        found = [row_of(n, properties[n], required) for n in field_order(schema, properties)]
         return [row for row in found if row is not None]
 
     def kept_properties(self, part: str, definition: dict | None = None) -> dict[str, Any]:
@@ -305,7 +307,11 @@ class ContractSection(Section):
         if not isinstance(properties, dict):
             return {}
         required = schema.get("required") if isinstance(schema.get("required"), list) else []
-        return {n: p for n, p in properties.items() if row_of(n, p, required) is None}
+        return {
+            n: properties[n]
+            for n in field_order(schema, properties)
+            if row_of(n, properties[n], required) is None
+        }
 
     # -- validation beyond each row: names once, defaults among the choices ---------------
 
@@ -385,7 +391,8 @@ class ContractSection(Section):
             said = set(old) - set(kept)
             properties = {
                 row["name"]: property_of(row, old.get(row["was"]) if row["was"] in said else None)
-                for row in rows[part]
+                | {"x-order": index}
+                for index, row in enumerate(rows[part], start=1)
             }
             named = set(properties)
             properties.update(kept)

@@ -141,6 +141,7 @@ def picker(
     """The picked tools first (always, so a search never drops one), then the others that
     match `search`, at most PICKER_LIMIT of them."""
     said = _restrictions(definition or {})
+    picked = [tool_id for tool_id in picked if _is_id(tool_id)]  # a forged pick is refused
     chosen = {tool.tool_id: tool for tool in usable_tools(workspace=workspace, tool_ids=picked)}
     items = [
         choice_of(chosen[tool_id], checked=True, restriction=said.get(tool_id, ""))
@@ -334,4 +335,5 @@ class ToolsSection(Section):
 
 
 def _is_id(value: Any) -> bool:
-    return isinstance(value, str) and 0 < len(value) <= 100
+    """Text a tool id can be (a NUL would reach PostgreSQL, which refuses it)."""
+    return isinstance(value, str) and 0 < len(value) <= 100 and "\x00" not in value

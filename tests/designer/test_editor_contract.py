@@ -137,16 +137,17 @@ def test_a_contract_built_from_rows_saves_its_json_schema_and_comes_back_as_rows
                 "description": "What to write about",
                 "minLength": 3,
                 "maxLength": 80,
+                "x-order": 1,  # the rows' order, which PostgreSQL's jsonb would not keep
             },
-            "tone": {"type": "string", "enum": ["warm", "dry"]},
-            "words": {"type": "integer", "minimum": 50, "maximum": 500},
-            "draft": {"type": "boolean"},
+            "tone": {"type": "string", "enum": ["warm", "dry"], "x-order": 2},
+            "words": {"type": "integer", "minimum": 50, "maximum": 500, "x-order": 3},
+            "draft": {"type": "boolean", "x-order": 4},
         },
         "required": ["topic"],
     }
     assert agent.io_contract["output"]["schema"]["properties"] == {
-        "lines": {"type": "array", "items": {"type": "string"}},
-        "score": {"type": "number", "enum": [0.5, 1, 2.25]},
+        "lines": {"type": "array", "items": {"type": "string"}, "x-order": 1},
+        "score": {"type": "number", "enum": [0.5, 1, 2.25], "x-order": 2},
     }
     page = shown(designer, url(agent))
     back = rows(page, "input")
