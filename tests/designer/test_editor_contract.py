@@ -29,12 +29,24 @@ INPUT = {
     "type": "object",
     "title": "Kept title",
     "properties": {
-        "channel": {"type": "string", "enum": ["#general", "#releases"], "default": "#releases"},
-        "message": {"type": "string", "minLength": 10, "maxLength": 280, "description": "Text"},
+        # `x-order`: the rows' order, which PostgreSQL's jsonb does not keep by itself.
+        "channel": {
+            "type": "string",
+            "enum": ["#general", "#releases"],
+            "default": "#releases",
+            "x-order": 1,
+        },
+        "message": {
+            "type": "string",
+            "minLength": 10,
+            "maxLength": 280,
+            "description": "Text",
+            "x-order": 2,
+        },
         "address": NESTED,
         "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
         "ref": {"$ref": "#/$defs/thing"},
-        "count": {"type": "integer", "minimum": 1},
+        "count": {"type": "integer", "minimum": 1, "x-order": 3},
     },
     "required": ["message", "address", "elsewhere"],
     "$defs": {"thing": {"type": "number"}},
@@ -188,8 +200,19 @@ def test_what_the_rows_cannot_say_is_kept_as_it_is(designer, announcer):
     announcer.refresh_from_db()
     schema = announcer.io_contract["input"]["schema"]
     assert schema["properties"] == {
-        "room": {"type": "string", "enum": ["#general", "#releases"], "default": "#releases"},
-        "message": {"type": "string", "description": "Text", "minLength": 10, "maxLength": 280},
+        "room": {
+            "type": "string",
+            "enum": ["#general", "#releases"],
+            "default": "#releases",
+            "x-order": 1,
+        },
+        "message": {
+            "type": "string",
+            "description": "Text",
+            "minLength": 10,
+            "maxLength": 280,
+            "x-order": 2,
+        },
         "address": NESTED,
         "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
         "ref": {"$ref": "#/$defs/thing"},
