@@ -39,7 +39,10 @@ function askToConfirm(question, yes) {
 }
 
 document.addEventListener("htmx:confirm", (event) => {
-  if (!event.detail.question) return;
+  // Only the request page's rejection asks in the page's dialog (with its reason checked
+  // first); every other hx-confirm (revoke a token, cancel a run, remove a child) keeps the
+  // browser's own confirmation, worded for what it does.
+  if (!event.detail.question || !event.detail.elt.closest("#approval-decision")) return;
   event.preventDefault();
   const form = event.detail.elt.closest("form");
   if (form && !form.reportValidity()) return;
