@@ -52,7 +52,9 @@ class SecondsField(forms.DecimalField):
 
     def prepare_value(self, value: Any) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
-            return f"{Decimal(value) / 1000:f}".rstrip("0").rstrip(".")
+            seconds = f"{Decimal(value) / 1000:f}"
+            # 300 s stays "300": only a fraction's trailing zeros go (1.500 → "1.5").
+            return seconds.rstrip("0").rstrip(".") if "." in seconds else seconds
         return value
 
     def clean(self, value: Any) -> int | None:  # type: ignore[override]
@@ -77,7 +79,7 @@ class GovernanceForm(forms.Form):
         **MONEY,
     )
     on_budget_exhausted = forms.ChoiceField(choices=ON_EXHAUSTED, label="When the budget runs out")
-    timeout = SecondsField(label="Timeout (seconds)", initial=300)
+    timeout = SecondsField(label="Timeout (seconds)", initial=300_000)
     max_recursion_depth = forms.IntegerField(
         min_value=0, max_value=50, label="Deepest nesting of runs below it", initial=5
     )
