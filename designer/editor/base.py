@@ -216,6 +216,35 @@ class Section:
         )
 
 
+def moved_row(data: QueryDict, move: str) -> QueryDict:
+    """What the page sent with one row moved: `move` is a row's prefix and a direction
+    ("plan-steps-2:up"), and the row's values trade places with its neighbour's (every field
+    of the row, its conditions and mapping too). Anything else, or a move past either end,
+    leaves `data` as it is."""
+    row, _, direction = move.rpartition(":")
+    prefix, _, index = row.rpartition("-")
+    if direction not in ("up", "down") or not index.isdigit() or not prefix:
+        return data
+    try:
+        total = int(data.get(f"{prefix}-TOTAL_FORMS", ""))
+    except ValueError:
+        return data
+    here = int(index)
+    there = here - 1 if direction == "up" else here + 1
+    if not (0 <= here < total and 0 <= there < total):
+        return data
+    a, b = f"{prefix}-{here}-", f"{prefix}-{there}-"
+    moved = data.copy()
+    for key in [key for key in moved if key.startswith((a, b))]:
+        del moved[key]
+    for key, values in data.lists():
+        if key.startswith(a):
+            moved.setlist(b + key[len(a) :], values)
+        elif key.startswith(b):
+            moved.setlist(a + key[len(b) :], values)
+    return moved
+
+
 def deep(definition: dict, *keys: str) -> dict:
     """The dict at `keys` in `definition`, created on the way when missing (or not a dict)."""
     node = definition

@@ -24,7 +24,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from designer.editor.base import EditorContext
+from designer.editor.base import EditorContext, moved_row
 from designer.editor.document import RAW, Editor, raw_definition
 from designer.views.trial import may_try, result_context, trial_form
 from entities.definition import DefinitionInvalid, Problem
@@ -135,8 +135,10 @@ def entity(request: HttpRequest, workspace: str, pk: Any = None) -> HttpResponse
             return _render(request, editor, status=422, raw_text=request.POST.get(RAW, ""))
         return _save(request, context, editor, definition, raw=True)
     add_row = request.POST.get("add_row", "")
-    editor = Editor.posted(context, request.POST, add_row=add_row)
-    if add_row:
+    move = request.POST.get("move_row", "")
+    data = moved_row(request.POST, move) if move else request.POST
+    editor = Editor.posted(context, data, add_row=add_row)
+    if add_row or move:  # the section shown again with the row added or moved, not saved
         return _render(request, editor)
     definition = editor.definition_from_fields()
     if definition is None:
