@@ -688,6 +688,7 @@ def _plan_problems(planning: dict) -> list[Problem]:
                 problems,
             )
     problems += _next_step_problems(steps, orders, base)
+    problems += _jump_back_problems(steps, orders, base, planning["loop_control"])
     return problems
 
 
@@ -716,6 +717,57 @@ def _step_target_problems(step: dict, path: str) -> list[Problem]:
             )
         )
     return problems
+
+
+def _jump_back_problems(
+    steps: list[dict], orders: dict[int, int], base: str, loop_control: dict
+) -> list[Problem]:
+    """A jump back (to an earlier step, or the same one) starts the next pass of the plan, so
+    the loop must allow more than one pass; and a jump back whose condition cannot change
+    (it reads nothing: no `var`) would go back every time until the passes run out, which
+    only makes sense when running out is how the loop means to end (on_exhausted COMPLETE)."""
+    problems: list[Problem] = []
+    for index, step in enumerate(steps):
+        for c_index, exit_condition in enumerate(step["exit_conditions"]):
+            target = exit_condition["next_step"]
+            if not isinstance(target, int) or orders.get(target, len(steps)) > index:
+                continue
+            path = f"{base}.steps[{index}].exit_conditions[{c_index}]"
+            to = f"step {target}" if target != step["order"] else "itself"
+            if loop_control.get("max_iterations") == 1:
+                problems.append(
+                    Problem(
+                        f"{path}.next_step",
+                        f"jumps back to {to}, but planning.loop_control.max_iterations is 1: "
+                        "each jump back starts another pass of the plan, so raise it (or leave "
+                        "it empty for the global limit)",
+                    )
+                )
+            elif not _reads_anything(exit_condition["condition"]) and (
+                loop_control.get("on_exhausted", "BLOCK") != "COMPLETE"
+            ):
+                problems.append(
+                    Problem(
+                        f"{path}.condition",
+                        f"jumps back to {to} whatever happens (the condition reads nothing that "
+                        "changes), so every run ends out of passes; make it depend on the "
+                        "state or the iteration, or set planning.loop_control.on_exhausted to "
+                        "COMPLETE",
+                    )
+                )
+    return problems
+
+
+def _reads_anything(expression: Any) -> bool:
+    """Whether a JSONLogic expression reads data (a `var`, `missing` or `missing_some`)."""
+    if isinstance(expression, dict):
+        return any(
+            key in ("var", "missing", "missing_some") or _reads_anything(value)
+            for key, value in expression.items()
+        )
+    if isinstance(expression, list):
+        return any(_reads_anything(item) for item in expression)
+    return False
 
 
 def _next_step_problems(steps: list[dict], orders: dict[int, int], base: str) -> list[Problem]:

@@ -83,6 +83,7 @@ class AuditAction(models.TextChoices):
     RUN_STARTED = "run.started"
     RUN_CANCELLED = "run.cancelled"
     RUN_BUDGET_RAISED = "run.budget_raised"
+    RUN_PASSES_GRANTED = "run.passes_granted"
     APPROVAL_DECIDED = "approval.decided"
     MEMBERSHIP_GRANTED = "membership.granted"
     MEMBERSHIP_REVOKED = "membership.revoked"

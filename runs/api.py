@@ -47,7 +47,13 @@ from entities.serializers import EntityRefSerializer, WorkspaceRefSerializer
 from governance.permissions import ADMINISTER, has_perm
 from runs.models import TERMINAL, Run, RunStatus
 from runs.selectors import run_document, run_duration_estimate, run_get, run_list, trace_tree
-from runs.services import run_cancel, run_execute, run_rerun
+from runs.services import (
+    MOST_PASSES_GRANTED,
+    run_cancel,
+    run_execute,
+    run_grant_passes,
+    run_rerun,
+)
 from runs.throttles import WorkspaceRateThrottle
 from runs.webhooks import WebhookRefused, webhook_secret, webhook_url_check
 
@@ -309,6 +315,22 @@ class CancelAnswerSerializer(serializers.Serializer):
     runs = serializers.IntegerField(help_text="How many runs (it and its descendants) stop.")
 
 
+class PassesRequestSerializer(serializers.Serializer):
+    passes = serializers.IntegerField(
+        min_value=1,
+        max_value=MOST_PASSES_GRANTED,
+        help_text="How many more passes of its loop the run may make.",
+    )
+
+
+class PassesAnswerSerializer(serializers.Serializer):
+    run_id = serializers.UUIDField()
+    status = serializers.CharField(help_text=STATUS_HELP + " RUNNING: it goes on.")
+    passes_granted = serializers.IntegerField(
+        help_text="The passes given to this run in all, past its loop's max_iterations."
+    )
+
+
 class WebhookSecretSerializer(serializers.Serializer):
     workspace = WorkspaceRefSerializer()
     secret = serializers.CharField(
@@ -523,6 +545,31 @@ class RunCancel(APIView):
         return Response(answer, status=status.HTTP_202_ACCEPTED)
 
 
+class RunPasses(APIView):
+    @extend_schema(
+        tags=["runs"],
+        summary="Give a run more passes",
+        description="A run whose loop ran out of passes before it was done waits BLOCKED "
+        "with error_code MAX_PASSES_EXHAUSTED (its loop's on_exhausted is BLOCK): this gives "
+        "it `passes` more and resumes it at once (202); its next pass starts where the loop "
+        "would have gone on. Any other run is a 409 CONFLICT. Needs the operator role.",
+        request=PassesRequestSerializer,
+        responses={202: PassesAnswerSerializer, **error_responses(400, 403, 404, 409)},
+    )
+    def post(self, request: Request, pk: Any) -> Response:
+        run = run_get(user=request.user, pk=pk)
+        asked = PassesRequestSerializer(data=request.data)
+        asked.is_valid(raise_exception=True)
+        run_grant_passes(run=run, passes=asked.validated_data["passes"], user=request.user)
+        run.refresh_from_db(fields=["status", "passes_granted"])
+        answer = {
+            "run_id": str(run.pk),
+            "status": run.status,
+            "passes_granted": run.passes_granted,
+        }
+        return Response(answer, status=status.HTTP_202_ACCEPTED)
+
+
 class RunRerun(RunStartView):
     def subject(self, request: Request) -> Run:
         if not hasattr(self, "_run"):
@@ -577,6 +624,7 @@ urlpatterns = [
     path("runs/<uuid:pk>/trace", RunTrace.as_view(), name="run-trace"),
     path("runs/<uuid:pk>/cancel", RunCancel.as_view(), name="run-cancel"),
     path("runs/<uuid:pk>/rerun", RunRerun.as_view(), name="run-rerun"),
+    path("runs/<uuid:pk>/passes", RunPasses.as_view(), name="run-passes"),
     re_path(
         r"^workspaces/(?P<ref>[-a-zA-Z0-9_]{1,50})/webhook-secret$",
         WorkspaceWebhookSecret.as_view(),

@@ -129,6 +129,9 @@ class Run(models.Model):
     trial = models.BooleanField(default=False)
     # Every tool call of the run (and below) is sandboxed: no external effect.
     sandbox = models.BooleanField(default=False)
+    # Passes a person gave the run past its loop's max_iterations when it ran out of them
+    # (BLOCKED, MAX_PASSES_EXHAUSTED; runs.services.run_grant_passes).
+    passes_granted = models.PositiveIntegerField(default=0, db_default=0)
     # alert_threshold_usd: the write that takes the run's cost across it raises the alert.
     cost_alert_usd = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
 

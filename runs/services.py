@@ -22,6 +22,7 @@ from runs import sql
 from runs.approval_desk import approval_desk
 from runs.engine import schemas
 from runs.engine.core import BUDGET_EXHAUSTED, lifetime_limit, run_limits
+from runs.engine.ports import MAX_PASSES_EXHAUSTED
 from runs.engine.state import EVENT_KINDS
 from runs.engine.tree import descendants
 from runs.engine.validators import rule_problems
@@ -386,6 +387,68 @@ def run_raise_budget(*, run: Run, budget_usd: Any, user: Any = None) -> list[str
         for blocked_id in blocked:
             enqueue(str(blocked_id))
     return [str(pk) for pk in blocked]
+
+
+MOST_PASSES_GRANTED = 1000
+
+
+def run_grant_passes(*, run: Run, passes: Any, user: Any = None) -> None:
+    """Give a run that ran out of passes (BLOCKED, MAX_PASSES_EXHAUSTED: its loop's
+    max_iterations were used up before the loop was done) `passes` more, and resume it: its
+    next pass starts where the loop would have gone on."""
+    _refuse_unless_operator(user, run.workspace, "change runs")
+    count = _passes_count(passes)
+    with transaction.atomic():
+        row = Run.objects.select_for_update().select_related("entity").get(pk=run.pk)
+        if row.status != RunStatus.BLOCKED or row.error_code != MAX_PASSES_EXHAUSTED:
+            raise RunRefused(
+                "CONFLICT",
+                f"this {row.entity.name} run has not run out of passes (it is "
+                f"{row.status.lower()}); only a run blocked on max_passes_exhausted takes more",
+            )
+        if row.passes_granted + count > MOST_PASSES_GRANTED:
+            raise RunRefused(
+                "VALIDATION_ERROR",
+                f"a run may be given at most {MOST_PASSES_GRANTED} passes in all; this one "
+                f"has {row.passes_granted} already",
+            )
+        Run.objects.filter(pk=row.pk).update(
+            status=RunStatus.RUNNING,
+            error_code="",
+            error_message="",
+            passes_granted=F("passes_granted") + count,
+        )
+        append_events(
+            str(row.trace_id),
+            str(row.pk),
+            [("run.status", {"status": "RUNNING", "reason": f"{count} more passes given"})],
+        )
+        audit_record(
+            workspace=row.workspace_id,
+            action=AuditAction.RUN_PASSES_GRANTED,
+            actor=user,
+            target=row,
+            object_label=row.entity.name,
+            before={"passes_granted": row.passes_granted},
+            after={"passes_granted": row.passes_granted + count},
+        )
+        enqueue(str(row.pk))
+
+
+def _passes_count(passes: Any) -> int:
+    if isinstance(passes, bool):
+        raise RunRefused("INVALID_INPUT", f"passes must be a whole number, not {passes!r}")
+    try:
+        count = int(str(passes).strip())
+    except ValueError:
+        raise RunRefused(
+            "INVALID_INPUT", f"passes must be a whole number, not {str(passes)[:40]!r}"
+        ) from None
+    if not 1 <= count <= MOST_PASSES_GRANTED:
+        raise RunRefused(
+            "INVALID_INPUT", f"passes must be from 1 to {MOST_PASSES_GRANTED}, not {count}"
+        )
+    return count
 
 
 def _budget_amount(budget_usd: Any) -> Decimal:

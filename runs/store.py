@@ -506,6 +506,7 @@ class OrmRunStore(DispatchingStore):
             limited=row["limited"],
             trial=row["trial"],
             sandbox=row["sandbox"],
+            passes_granted=row["passes_granted"],
             row_json={"state": state, "dynamic_plan": plan, "output_data": output},
         )
 
@@ -1677,6 +1678,7 @@ _VIEW_FIELDS = (  # what `claim` reads back; a foreign key gives the related row
     "limited",
     "trial",
     "sandbox",
+    "passes_granted",
     "webhook_url",
 )
 _ASLEEP = (RunStatus.PAUSED, RunStatus.BLOCKED)

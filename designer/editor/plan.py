@@ -64,6 +64,13 @@ def _flat(choices: Any) -> list[tuple[Any, Any]]:
     return flat
 
 
+ON_EXHAUSTED = [
+    ("BLOCK", "Wait: a person gives it more passes"),
+    ("COMPLETE", "End with the last pass's output"),
+    ("FAIL", "Fail the run"),
+]
+
+
 class PlanForm(forms.Form):
     enabled = forms.BooleanField(
         required=False,
@@ -71,6 +78,19 @@ class PlanForm(forms.Form):
         help_text="Off: each child is called in order (or the model answers, if there are none).",
     )
     fallback_behavior = forms.ChoiceField(choices=FALLBACK, label="When a step fails")
+    max_iterations = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=100_000,
+        label="Passes at most",
+        help_text="How many times the plan may run: a step's exit that goes back to an "
+        "earlier step starts another pass. Empty: as many as the server allows.",
+    )
+    on_exhausted = forms.ChoiceField(
+        choices=ON_EXHAUSTED,
+        label="When the passes run out",
+        help_text="Before the loop is done: a step still going back, or its goals unmet.",
+    )
 
 
 class StepForm(RowForm):
@@ -253,6 +273,8 @@ class PlanSection(Section):
     paths: ClassVar[dict[str, str]] = {
         "planning.static_plan.enabled": "enabled",
         "planning.static_plan.fallback_behavior": "fallback_behavior",
+        "planning.loop_control.max_iterations": "max_iterations",
+        "planning.loop_control.on_exhausted": "on_exhausted",
         "planning.static_plan": "",
         "planning": "",
     }
@@ -324,9 +346,12 @@ class PlanSection(Section):
 
     def initial(self, definition: dict) -> dict[str, Any]:
         plan = read(definition, "planning", "static_plan") or {}
+        loop_control = read(definition, "planning", "loop_control") or {}
         return {
             "enabled": bool(plan.get("enabled")),
             "fallback_behavior": plan.get("fallback_behavior") or "STRICT",
+            "max_iterations": loop_control.get("max_iterations", 1),
+            "on_exhausted": loop_control.get("on_exhausted") or "BLOCK",
         }
 
     def row_initial(self, name: str, definition: dict) -> list[dict[str, Any]]:
@@ -381,6 +406,9 @@ class PlanSection(Section):
         plan = deep(definition, "planning", "static_plan")
         plan["enabled"] = data["enabled"]
         plan["fallback_behavior"] = data["fallback_behavior"]
+        loop_control = deep(definition, "planning", "loop_control")
+        loop_control["max_iterations"] = data["max_iterations"]
+        loop_control["on_exhausted"] = data["on_exhausted"]
         before = self.child_refs
         after = [
             str(link.get("child_id") or "")

@@ -55,6 +55,7 @@ from runs.engine.ports import (
     Transition,
 )
 from runs.engine.state import (
+    RESTART_AT_KEY,
     TERMINAL,
     ChildOutcome,
     ChildRequest,
@@ -178,6 +179,8 @@ class Engine:
             run = run.without_state(hitl.REPLAY_KEY).changed(resumed=True)
         if run.state.get(hitl.LOCKED_KEY):
             run = run.changed(definition=hitl.with_locked(run.definition, run.state))
+        if RESTART_AT_KEY in run.state and run.status == "RUNNING":
+            run = endings.resume_pass(run)  # a person gave it more passes
         return run
 
     def _next(self, run: RunView) -> tuple[RunView, bool]:
@@ -274,6 +277,8 @@ class Engine:
                 awaiting={"position": position},
             )
             return run
+        elif isinstance(target, int) and target <= position:
+            return endings.jump_back(self, run, step, target, events, steps)
         elif isinstance(target, int):
             run = run.at(target)
             events.add("step.exit", step=step["name"], to=run.planned()[target]["name"])

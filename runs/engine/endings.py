@@ -24,6 +24,7 @@ from runs.engine.limits import (
 from runs.engine.outcomes import OverBudget, RetryAt
 from runs.engine.ports import (
     LIMIT_EXCEEDED,
+    MAX_PASSES_EXHAUSTED,
     TIMEOUT,
     VALIDATION_ERROR,
     Finish,
@@ -32,6 +33,7 @@ from runs.engine.ports import (
 )
 from runs.engine.state import (
     HISTORY_KEY,
+    RESTART_AT_KEY,
     REVIEW_RETRIES_KEY,
     Events,
     RunView,
@@ -76,32 +78,113 @@ def after_review(
     engine: Engine, run: RunView, output: dict[str, Any], events: Events
 ) -> tuple[RunView, bool]:
     """Convergence, memory, the end: True when another pass starts."""
-    definition = run.definition
-    loop_control = definition["planning"]["loop_control"]
+    loop_control = run.definition["planning"]["loop_control"]
     criteria = loop_control.get("convergence_criteria") or []
     history = run.state.get(HISTORY_KEY, [])
     run = run.with_state(**{HISTORY_KEY: [*history, output]})
     if criteria and not loop.converged(criteria, run.state):
-        if loop.next_iteration_allowed(
-            run.iteration, loop_control.get("max_iterations"), engine.hard_cap
-        ):
-            events.add(
-                "loop.next",
-                iteration=run.iteration + 1,
-                unmet=loop.unmet(criteria, run.state),
-            )
-            return next_pass(engine, run, events), True
-        events.add("loop.stopped", iteration=run.iteration, reason="iteration limit")
+        unmet = loop.unmet(criteria, run.state)
+        if not passes_left(engine, run):
+            reason = "its convergence criteria were not met: " + "; ".join(unmet)
+            return exhausted(engine, run, output, 0, reason, events, [])
+        events.add("loop.next", iteration=run.iteration + 1, unmet=unmet)
+        return next_pass(engine, run, events), True
+    return completed(engine, run, output, events, [])
+
+
+def completed(
+    engine: Engine, run: RunView, output: dict[str, Any], events: Events, steps: list[StepRecord]
+) -> tuple[RunView, bool]:
+    """The run ends COMPLETED with `output`, remembered where the entity keeps memory."""
+    run = run.changed(output=output)
     remembered = memory.remembering(run, {"input": run.input, "output": output}, engine.clock.now())
     if remembered is not None:
         run = engine._record(run, remembered)
-    return finish(engine, run, "COMPLETED", "", "", events, []), False
+    return finish(engine, run, "COMPLETED", "", "", events, steps), False
 
 
 def next_pass(engine: Engine, run: RunView, events: Events) -> RunView:
     """Another pass of the plan, from its first step."""
     run = run.changed(iteration=run.iteration + 1, cursor=0, attempt=1)
     return engine._commit(run, Save([], events)).run
+
+
+def passes_left(engine: Engine, run: RunView) -> bool:
+    """Whether another pass may follow this one: the loop's max_iterations under the hard
+    cap, plus what a person gave the run when it ran out."""
+    return loop.next_iteration_allowed(
+        run.iteration,
+        run.definition["planning"]["loop_control"].get("max_iterations"),
+        engine.hard_cap,
+        run.passes_granted,
+    )
+
+
+def jump_back(
+    engine: Engine,
+    run: RunView,
+    step: dict[str, Any],
+    target: int,
+    events: Events,
+    steps: list[StepRecord],
+) -> RunView:
+    """An exit condition of `step` jumps back to the step at `target` (or to itself): the
+    next pass of the plan starts there, its iteration one more, so the loop's context mode
+    and its max_iterations apply as to any pass; when the passes have run out, the loop's
+    `on_exhausted` says what becomes of the run."""
+    to = run.planned()[target]["name"]
+    events.add("step.exit", step=step["name"], to=to)
+    output = plans.extract_output(run.state, run.definition["io_contract"]["output"]["schema"])
+    run = run.with_state(**{HISTORY_KEY: [*run.state.get(HISTORY_KEY, []), output]})
+    if not passes_left(engine, run):
+        reason = f"step {step['name']!r} still jumps back to {to!r}"
+        return exhausted(engine, run, output, target, reason, events, steps)[0]
+    events.add("loop.next", iteration=run.iteration + 1, jump_from=step["name"], to=to)
+    run = run.changed(iteration=run.iteration + 1, cursor=target, attempt=1)
+    return engine._commit(run, Save(steps, events)).run
+
+
+def exhausted(
+    engine: Engine,
+    run: RunView,
+    output: dict[str, Any],
+    restart_at: int,
+    reason: str,
+    events: Events,
+    steps: list[StepRecord],
+) -> tuple[RunView, bool]:
+    """The passes ran out before the loop was done. As `loop_control.on_exhausted` says: the
+    run waits BLOCKED (MAX_PASSES_EXHAUSTED, the last pass's output kept) until a person
+    gives it more passes (the next pass then starts at `restart_at`), ends COMPLETED with
+    the last pass's output, or FAILS."""
+    limit = loop.iteration_limit(
+        run.definition["planning"]["loop_control"].get("max_iterations"),
+        engine.hard_cap,
+        run.passes_granted,
+    )
+    on_exhausted = run.definition["planning"]["loop_control"].get("on_exhausted", "BLOCK")
+    message = f"max_passes_exhausted: {run.iteration} of {limit} passes ran and {reason}"
+    events.add(
+        "loop.stopped", iteration=run.iteration, reason="max_passes_exhausted", then=on_exhausted
+    )
+    if on_exhausted == "COMPLETE":
+        return completed(engine, run, output, events, steps)
+    run = run.changed(output=output)
+    if on_exhausted == "FAIL":
+        return fail(engine, run, MAX_PASSES_EXHAUSTED, message, events, steps), False
+    run = run.with_state(**{RESTART_AT_KEY: restart_at}).ended(
+        "BLOCKED", MAX_PASSES_EXHAUSTED, message
+    )
+    events.add("run.status", status="BLOCKED", reason="max_passes_exhausted", message=message)
+    return engine._commit(run, Save(steps, events)).run, False
+
+
+def resume_pass(run: RunView) -> RunView:
+    """A run given more passes after it ran out: its next pass starts where the loop
+    would have gone on."""
+    restart_at = int(run.state.get(RESTART_AT_KEY) or 0)
+    run = run.without_state(RESTART_AT_KEY)
+    return run.changed(iteration=run.iteration + 1, cursor=restart_at, attempt=1)
 
 
 def run_review(

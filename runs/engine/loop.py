@@ -99,17 +99,19 @@ def default_summary(history: Sequence[Any]) -> str:
     return "\n".join(lines)
 
 
-def iteration_limit(max_iterations: int | None, hard_cap: int) -> int:
+def iteration_limit(max_iterations: int | None, hard_cap: int, granted: int = 0) -> int:
     """How many passes a run may make: its own `max_iterations`, never above the global hard
-    cap (which alone applies when `max_iterations` is null)."""
-    if max_iterations is None:
-        return hard_cap
-    return min(max_iterations, hard_cap)
+    cap (which alone applies when `max_iterations` is null), and the passes a person gave
+    it when it ran out (`granted`, which may go past the cap: a person chose it)."""
+    own = hard_cap if max_iterations is None else min(max_iterations, hard_cap)
+    return own + max(0, granted)
 
 
-def next_iteration_allowed(iteration: int, max_iterations: int | None, hard_cap: int) -> bool:
+def next_iteration_allowed(
+    iteration: int, max_iterations: int | None, hard_cap: int, granted: int = 0
+) -> bool:
     """Whether a pass may follow pass number `iteration` (counted from 1)."""
-    return iteration < iteration_limit(max_iterations, hard_cap)
+    return iteration < iteration_limit(max_iterations, hard_cap, granted)
 
 
 def _json(value: Any) -> str:

@@ -44,6 +44,7 @@ from runs.engine.limits import (
 )
 from runs.engine.pii_copies import PiiCopies
 from runs.engine.ports import (
+    MAX_PASSES_EXHAUSTED,
     Cipher,
     Committed,
     Finish,
@@ -157,6 +158,7 @@ class StoredRun:
     cost_alert_usd: Decimal | None = None
     trial: bool = False
     sandbox: bool = False
+    passes_granted: int = 0
 
 
 @dataclass
@@ -430,6 +432,18 @@ class InMemoryRunStore(DispatchingStore):
             approval.notes, approval.constraint, approval.decided_by = notes, constraint, by
             self._wake(approval)
 
+    def grant_passes(self, run_id: str, passes: int) -> bool:
+        """A person gives a run that ran out of passes `passes` more (as `run_grant_passes`
+        does): it goes RUNNING again; answers whether it was so blocked. Hinting it is the
+        caller's job."""
+        with self._world.lock:
+            row = self._world.runs[run_id]
+            if row.status != "BLOCKED" or row.error_code != MAX_PASSES_EXHAUSTED:
+                return False
+            row.passes_granted += passes
+            row.status, row.error_code, row.error_message = "RUNNING", "", ""
+            return True
+
     def time_out(self, run_id: str, key: str | None = None) -> str:
         """The request's timeout fires (as `approval_fire_due` does); answers its status."""
         with self._world.lock:
@@ -549,6 +563,7 @@ class InMemoryRunStore(DispatchingStore):
                 limited=row.limited,
                 trial=row.trial,
                 sandbox=row.sandbox,
+                passes_granted=row.passes_granted,
             )
 
     def let_go(self, run_id: str) -> None:

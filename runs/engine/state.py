@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 HISTORY_KEY = "_iterations"  # the outputs of earlier passes, for loop control
 REVIEW_RETRIES_KEY = "_review_retries"
+# Where the next pass of a run that ran out of passes starts, once a person gives it more.
+RESTART_AT_KEY = "_next_pass_at"
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,7 @@ class RunView:
     limited: bool = False  # a call limit applies to this run or an ancestor
     trial: bool = False  # a designer's trial: drafts run too (so do the runs under it)
     sandbox: bool = False  # every tool call is sandboxed: no external effect
+    passes_granted: int = 0  # passes a person gave it past its loop's limit (run_grant_passes)
     # The memory items the run's prompts read (oldest first), read once a claim; None: not yet.
     memory: list[Any] | None = None
     # The ORM store's note of the JSON values its last committed write left in the run's

@@ -7,6 +7,7 @@ import pytest
 from django.test import Client
 
 from entities.models import Entity
+from entities.selectors import entity_definition
 from tests.factories import EntityFactory, tool_definition
 from tests.support.clients import signed_in
 from tests.support.designer import shown, url
@@ -190,7 +191,31 @@ def test_steps_follow_their_rows_and_exits_follow_their_step(designer, agent, ac
     }
     page |= {f"plan-steps-0-{k}": v for k, v in second.items()}
     page |= {f"plan-steps-1-{k}": v for k, v in first.items()}
-    save(designer, agent, page)
+    # Swapped, the exit goes back to an earlier step: a loop, which needs passes to loop.
+    save(designer, agent, page | {"plan-max_iterations": "3"})
     steps = steps_of(agent)
     assert [s["name"] for s in steps] == ["Think", "Invoke fetch"]
     assert steps[1]["exit_conditions"][0]["next_step"] == 1  # still "Think"
+
+
+def test_a_loop_back_is_refused_at_its_exit_until_the_plan_may_make_more_passes(designer, agent):
+    save(designer, agent, shown(designer, url(agent)) | {"plan-enabled": "on"})
+    page = added_row(designer, agent, "plan-steps") | {
+        "plan-steps-1-name": "Review",
+        "plan-steps-1-type": "THOUGHT",
+        "plan-steps-1-exit_0_0_field": "iteration",
+        "plan-steps-1-exit_0_0_op": "lt",
+        "plan-steps-1-exit_0_0_value": "3",
+        "plan-steps-1-exit_0_next": "1",
+    }
+    response = designer.post(url(agent), page | {"op": "save"})
+    assert response.status_code == 422
+    assert "planning.loop_control.max_iterations is 1" in response.content.decode()
+    assert len(steps_of(agent)) == 1  # nothing saved
+
+    save(designer, agent, page | {"plan-max_iterations": "4", "plan-on_exhausted": "FAIL"})
+    loop_control = entity_definition(entity=Entity.objects.get(pk=agent.pk))["planning"][
+        "loop_control"
+    ]
+    assert (loop_control["max_iterations"], loop_control["on_exhausted"]) == (4, "FAIL")
+    assert steps_of(agent)[1]["exit_conditions"][0]["next_step"] == 1

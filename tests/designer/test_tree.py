@@ -371,7 +371,9 @@ def planned(acme):
                         "target": {"entity_id": "second"},
                     },
                 ],
-            }
+            },
+            # Reordered, the jump from "run first" to "run second" goes back: a loop.
+            "loop_control": {"max_iterations": 3},
         },
     )
     return lead

@@ -389,6 +389,51 @@ def test_it_refuses_an_exit_condition_to_a_missing_order(acme):
     assert len(problems) == 1
 
 
+def looping(condition: Any, **loop_control: Any) -> dict:
+    """Two steps, the second jumping back to the first when `condition` holds."""
+    second = step(2, "THOUGHT", prompt_template="review")
+    second["exit_conditions"] = [{"condition": condition, "next_step": 1}]
+    planning = plan(step(1, "THOUGHT", prompt_template="draft"), second)
+    planning["loop_control"] = loop_control
+    return planning
+
+
+def test_a_jump_back_needs_more_than_one_pass(acme):
+    reads = {"<": [{"var": "iteration"}, 3]}
+    problems = refused(acme, definition("x", planning=looping(reads, max_iterations=1)))
+
+    message = at(problems, "planning.static_plan.steps[1].exit_conditions[0].next_step")
+    assert "jumps back to step 1, but planning.loop_control.max_iterations is 1" in message
+    assert len(problems) == 1
+    # The loop's default is one pass: a definition that says nothing is refused too.
+    assert refused(acme, definition("y", planning=looping(reads)))
+
+
+@pytest.mark.parametrize("condition", [True, {"==": [1, 1]}, {"!": [False]}])
+def test_a_jump_back_whose_condition_cannot_change_is_refused(acme, condition):
+    problems = refused(acme, definition("x", planning=looping(condition, max_iterations=3)))
+
+    message = at(problems, "planning.static_plan.steps[1].exit_conditions[0].condition")
+    assert "jumps back to step 1 whatever happens" in message
+    assert "on_exhausted to COMPLETE" in message
+
+
+@pytest.mark.parametrize(
+    ("condition", "loop_control"),
+    [
+        ({"<": [{"var": "iteration"}, 3]}, {"max_iterations": 3}),
+        ({"!": {"var": "review.approved"}}, {"max_iterations": None}),
+        ({"missing": ["review"]}, {"max_iterations": 2, "on_exhausted": "FAIL"}),
+        (True, {"max_iterations": 3, "on_exhausted": "COMPLETE"}),  # "make three passes"
+    ],
+)
+def test_a_jump_back_that_can_end_is_saved(acme, condition, loop_control):
+    saved = entity_save(
+        workspace=acme, definition=definition("x", planning=looping(condition, **loop_control))
+    )
+    assert saved.entity.pk
+
+
 def test_it_refuses_a_condition_that_is_not_json(acme):
     EntityFactory(workspace=acme, name="child")
     link = {

@@ -171,7 +171,9 @@ def test_a_loop_stops_when_its_criteria_converge(db, acme):
     assert LLMCall.objects.filter(run=run).count() == 1
 
 
-def test_a_loop_that_never_converges_stops_at_the_global_hard_cap(db, acme):
+def test_a_loop_that_never_converges_blocks_at_the_global_hard_cap(db, acme):
+    """Out of passes without converging, the run waits for a person (on_exhausted BLOCK, the
+    default): not a silent success. Its last pass's output is kept."""
     action = EntityFactory(
         workspace=acme,
         name="endless",
@@ -194,10 +196,15 @@ def test_a_loop_that_never_converges_stops_at_the_global_hard_cap(db, acme):
     driver = Driver()
     driver.engine.hard_cap = 4
     run = driver.run(action, {})
-    assert run.status == "COMPLETED"
+    assert run.status == "BLOCKED"
+    assert run.error_code == "MAX_PASSES_EXHAUSTED"
+    assert "4 of 4 passes ran" in run.error_message
+    assert f"score is {run.output_data['score']:g}, not GTE 0.9" in run.error_message
     assert run.iteration == 4
+    assert 0 <= run.output_data["score"] <= 0.5
     assert LLMCall.objects.filter(run=run).count() == 4
-    assert RunEvent.objects.filter(run=run, type="loop.stopped").exists()
+    stopped = RunEvent.objects.get(run=run, type="loop.stopped")
+    assert stopped.payload["reason"] == "max_passes_exhausted"
     assert len(run.state["_iterations"]) == 4
 
 

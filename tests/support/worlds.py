@@ -24,7 +24,7 @@ from runs.engine.core import Engine, RunStore, RunView
 from runs.engine.memory_store import InMemoryRunStore
 from runs.gateway import LiteLLMGateway
 from runs.models import LLMCall, Run, RunEvent, StepRun
-from runs.services import run_cancel, run_start
+from runs.services import run_cancel, run_grant_passes, run_start
 from runs.store import OrmRunStore
 from tests.factories import EntityFactory, UserFactory, grant, tool_definition
 from tests.factories import definition as factory_definition
@@ -116,6 +116,7 @@ class World:
     def children(self, run_id: str) -> list[str]: ...
     def events(self, trace_id: str) -> list[tuple[int, str, str, dict]]: ...
     def step_statuses(self, run_id: str) -> list[tuple[str, int, str]]: ...
+    def step_passes(self, run_id: str) -> list[tuple[str, int]]: ...
     def model_call_count(self, run_id: str) -> int: ...
     def model_calls(self, run_id: str) -> list[tuple[int, Decimal]]: ...
     def prompts(self, run_id: str) -> list[str]: ...
@@ -128,6 +129,7 @@ class World:
     def approvals(self, run_id: str) -> list[dict]: ...
     def decide(self, run_id: str, decision: str = "approve", **kwargs: Any) -> None: ...
     def time_out(self, run_id: str) -> None: ...
+    def grant_passes(self, run_id: str, passes: int) -> None: ...
 
 
 class ManualClock:
@@ -207,6 +209,10 @@ class MemoryWorld(World):
         steps = sorted(self.store.steps(run_id), key=lambda s: (s.iteration, s.position, s.attempt))
         return [(s.name, s.attempt, s.status) for s in steps]
 
+    def step_passes(self, run_id: str) -> list[tuple[str, int]]:
+        steps = sorted(self.store.steps(run_id), key=lambda s: (s.iteration, s.position, s.attempt))
+        return [(s.name, s.iteration) for s in steps]
+
     def model_call_count(self, run_id: str) -> int:
         return len(self._calls(run_id))
 
@@ -273,6 +279,10 @@ class MemoryWorld(World):
         self.store.time_out(run_id)
         self.queue.append(run_id)
 
+    def grant_passes(self, run_id: str, passes: int) -> None:
+        assert self.store.grant_passes(run_id, passes)
+        self.queue.append(run_id)
+
 
 class OrmWorld(World):
     def __init__(self, workspace: Any) -> None:
@@ -332,6 +342,10 @@ class OrmWorld(World):
         rows = StepRun.objects.filter(run_id=run_id).order_by("iteration", "position", "attempt")
         return [(r.name, r.attempt, r.status) for r in rows]
 
+    def step_passes(self, run_id: str) -> list[tuple[str, int]]:
+        rows = StepRun.objects.filter(run_id=run_id).order_by("iteration", "position", "attempt")
+        return [(r.name, r.iteration) for r in rows]
+
     def model_call_count(self, run_id: str) -> int:
         return LLMCall.objects.filter(run_id=run_id).count()
 
@@ -385,6 +399,11 @@ class OrmWorld(World):
         role = "admin" if approval.status == "ESCALATED" else "approver"
         user = grant(UserFactory(username=by), self.workspace, role)
         approval_decide(approval=approval, user=user, decision=decision, payload=payload, **kwargs)
+        self.queue.append(run_id)
+
+    def grant_passes(self, run_id: str, passes: int) -> None:
+        user = grant(UserFactory(username="olga"), self.workspace, "operator")
+        run_grant_passes(run=self._run(run_id), passes=passes, user=user)
         self.queue.append(run_id)
 
     def time_out(self, run_id: str) -> None:
