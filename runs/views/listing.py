@@ -32,6 +32,7 @@ from django_htmx.middleware import HtmxDetails
 from entities.forms import SUGGESTIONS, entity_label
 from entities.selectors import entity_get, entity_list, entity_startable_list
 from governance.permissions import OPERATE, allowed_workspace_ids, has_perm, workspaces_for
+from runs.attention import with_attention
 from runs.forms import RunFilterForm, RunInputForm
 from runs.models import ACTIVE, Run, RunStatus
 from runs.selectors import run_list
@@ -94,7 +95,7 @@ def _decorate(run: Run, operate_ids: frozenset[int] | None, now: datetime) -> Ru
 
 
 def _rows(user: Any) -> Any:
-    return run_list(user=user).select_related("created_by").defer(*_WIDE)
+    return with_attention(run_list(user=user).select_related("created_by").defer(*_WIDE))
 
 
 def runs_context(request: HttpRequest, params: QueryDict) -> dict:
