@@ -122,9 +122,7 @@ def test_the_runs_list_shows_no_badge_when_nothing_waits(client, alice, acme):
     assert "Needs attention" not in client.get("/runs/").content.decode()
 
 
-def test_the_runs_list_costs_the_same_queries_for_one_waiting_root_or_three(
-    client, alice, acme
-):
+def test_the_runs_list_costs_the_same_queries_for_one_waiting_root_or_three(client, alice, acme):
     blocked_tree(acme)
     client.force_login(alice)
     client.get("/runs/")  # warm: sessions, permissions
