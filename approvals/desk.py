@@ -10,6 +10,7 @@ from approvals.selectors import (
     approval_first_open_in_trace,
     approval_waits_of_runs,
     approvals_of_run,
+    approvals_open_by_run,
     approvals_open_in_trace,
     approvals_open_traces,
 )
@@ -40,6 +41,9 @@ class Desk:
 
     def first_open(self, *, trace_id: Any) -> RequestShown | None:
         return approval_first_open_in_trace(trace_id=trace_id)
+
+    def open_by_run(self, *, trace_id: Any) -> dict[str, RequestShown]:
+        return approvals_open_by_run(trace_id=trace_id)
 
     def judge_record(self, *, run_id: str, key: str, verdict: dict[str, Any]) -> None:
         approval_judge_record(run_id=run_id, key=key, verdict=verdict)

@@ -125,6 +125,14 @@ def approval_first_open_in_trace(*, trace_id: Any) -> RequestShown | None:
     return None if approval is None else _shown(approval)
 
 
+def approvals_open_by_run(*, trace_id: Any) -> dict[str, RequestShown]:
+    """The first request still waiting on a person of each run of the trace, by run id.
+    One query."""
+    rows = Approval.objects.filter(trace_id=trace_id, status__in=OPEN).order_by("-requested_at")
+    # Newest first, so the oldest request of a run is the one kept.
+    return {str(approval.run_id): _shown(approval) for approval in rows}
+
+
 def _shown(approval: Approval) -> RequestShown:
     return RequestShown(
         id=approval.pk,

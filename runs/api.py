@@ -52,6 +52,7 @@ from runs.services import (
     run_cancel,
     run_execute,
     run_grant_passes,
+    run_raise_budget,
     run_rerun,
 )
 from runs.throttles import WorkspaceRateThrottle
@@ -209,6 +210,48 @@ class ChildRunSerializer(serializers.Serializer):
     status = serializers.CharField(help_text=STATUS_HELP)
 
 
+class AttentionReasonSerializer(serializers.Serializer):
+    code = serializers.CharField(
+        help_text="The run's error code (BUDGET_EXHAUSTED, MAX_PASSES_EXHAUSTED…), or "
+        "AWAITING_DECISION for a request a person decides."
+    )
+    message = serializers.CharField()
+
+
+class AttentionCallSerializer(serializers.Serializer):
+    method = serializers.CharField()
+    path = serializers.CharField()
+    body = serializers.JSONField(help_text="What to send: an example of the body.")
+
+
+class AttentionActionSerializer(serializers.Serializer):
+    what = serializers.CharField(help_text="What to do, in words.")
+    console_url = serializers.URLField(help_text="The page of the console to do it on.")
+    api = AttentionCallSerializer(
+        allow_null=True, help_text="The API call that does it; null when there is none."
+    )
+
+
+class AttentionRequestSerializer(serializers.Serializer):
+    approval_id = serializers.IntegerField()
+    trigger = serializers.CharField()
+    step = serializers.CharField()
+
+
+class AttentionSerializer(serializers.Serializer):
+    """A run (this one or below it) that waits on a person, and where to act."""
+
+    run_id = serializers.UUIDField()
+    entity_name = serializers.CharField()
+    status = serializers.CharField(help_text="BLOCKED or PAUSED.")
+    reason = AttentionReasonSerializer()
+    console_url = serializers.URLField(help_text="The run on its trace page.")
+    action = AttentionActionSerializer()
+    approval = AttentionRequestSerializer(
+        required=False, help_text="For a PAUSED run: the request to decide."
+    )
+
+
 class RunDocumentSerializer(serializers.Serializer):
     """One run: its status, output, metrics and direct child runs."""
 
@@ -222,6 +265,11 @@ class RunDocumentSerializer(serializers.Serializer):
     error = RunErrorSerializer(allow_null=True)
     metrics = RunMetricsSerializer()
     child_runs = ChildRunSerializer(many=True)
+    needs_attention = AttentionSerializer(
+        many=True,
+        help_text="The runs at or below this one that are BLOCKED or PAUSED, shallowest "
+        "first (at most 50): what the run waits on a person for. Empty when nothing waits.",
+    )
 
 
 class ToolCallNodeSerializer(serializers.Serializer):
@@ -315,7 +363,7 @@ class CancelAnswerSerializer(serializers.Serializer):
     runs = serializers.IntegerField(help_text="How many runs (it and its descendants) stop.")
 
 
-class PassesRequestSerializer(serializers.Serializer):
+class PassesRequestSerializer(StrictSerializer):
     passes = serializers.IntegerField(
         min_value=1,
         max_value=MOST_PASSES_GRANTED,
@@ -570,6 +618,43 @@ class RunPasses(APIView):
         return Response(answer, status=status.HTTP_202_ACCEPTED)
 
 
+class RaiseBudgetSerializer(StrictSerializer):
+    budget_usd = serializers.CharField(
+        max_length=40, help_text='The run\'s new budget (max_cost_usd) in USD, e.g. "0.50".'
+    )
+
+
+class RaiseBudgetAnswerSerializer(serializers.Serializer):
+    run_id = serializers.UUIDField()
+    budget_usd = serializers.CharField()
+    resumed = serializers.ListField(
+        child=serializers.UUIDField(), help_text="The runs BLOCKED on this budget, resumed."
+    )
+
+
+class RunRaiseBudget(APIView):
+    @extend_schema(
+        tags=["runs"],
+        summary="Raise a run's budget",
+        description="Raises the budget of a run that has one of its own (max_cost_usd) and "
+        "resumes the runs BLOCKED on it (BUDGET_EXHAUSTED), each at the step it stopped at. "
+        "A child's raise is drawn from its parent's budget first. Needs the operator role.",
+        request=RaiseBudgetSerializer,
+        responses={200: RaiseBudgetAnswerSerializer, **error_responses(400, 403, 404, 409)},
+    )
+    def post(self, request: Request, pk: Any) -> Response:
+        run = run_get(user=request.user, pk=pk)
+        body = RaiseBudgetSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        resumed = run_raise_budget(
+            run=run, budget_usd=body.validated_data["budget_usd"], user=request.user
+        )
+        run.refresh_from_db(fields=["budget_usd"])
+        return Response(
+            {"run_id": str(run.pk), "budget_usd": str(run.budget_usd), "resumed": resumed}
+        )
+
+
 class RunRerun(RunStartView):
     def subject(self, request: Request) -> Run:
         if not hasattr(self, "_run"):
@@ -625,6 +710,7 @@ urlpatterns = [
     path("runs/<uuid:pk>/cancel", RunCancel.as_view(), name="run-cancel"),
     path("runs/<uuid:pk>/rerun", RunRerun.as_view(), name="run-rerun"),
     path("runs/<uuid:pk>/passes", RunPasses.as_view(), name="run-passes"),
+    path("runs/<uuid:pk>/raise-budget", RunRaiseBudget.as_view(), name="run-raise-budget"),
     re_path(
         r"^workspaces/(?P<ref>[-a-zA-Z0-9_]{1,50})/webhook-secret$",
         WorkspaceWebhookSecret.as_view(),

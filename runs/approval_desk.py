@@ -106,6 +106,11 @@ class ApprovalDesk(Protocol):
         """A request of the trace still waiting on a person, if there is one."""
         ...
 
+    def open_by_run(self, *, trace_id: Any) -> dict[str, RequestShown]:
+        """The first request still to decide of each run of the trace, by run id. One
+        query."""
+        ...
+
     def judge_record(self, *, run_id: str, key: str, verdict: dict[str, Any]) -> None:
         """Keep a judge's verdict on a review attempt (a replay keeps the first)."""
         ...

@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 
 from governance.permissions import VIEW, scope, visible_or_404
 from governance.safety import pii_shown as shown
+from runs.attention import attention_json
 from runs.models import LLMCall, Run, RunStatus, ToolCall
 
 
@@ -57,7 +58,8 @@ def _iso(moment: Any) -> str | None:
 
 
 def run_document(run: Run) -> dict:
-    """GET /runs/{id} (seed 000 §7.2): status, output, metrics and the direct children."""
+    """GET /runs/{id} (seed 000 §7.2): status, output, metrics and the direct children; and
+    `needs_attention`: the runs at or below it that wait on a person (runs/attention.py)."""
     children = run.children.select_related("entity").order_by("created_at")
     return {
         "run_id": str(run.pk),
@@ -78,6 +80,7 @@ def run_document(run: Run) -> dict:
         "child_runs": [
             {"run_id": str(c.pk), "entity_id": c.entity.ref, "status": c.status} for c in children
         ],
+        "needs_attention": attention_json(run),
     }
 
 

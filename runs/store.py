@@ -68,7 +68,7 @@ from runs.models import (
     StepRun,
     ToolCall,
 )
-from runs.webhooks import webhook_schedule
+from runs.webhooks import webhook_attention_schedule, webhook_schedule
 
 _ZERO = Decimal(0)
 _MICRO = Decimal("0.000001")
@@ -795,8 +795,13 @@ class OrmRunStore(DispatchingStore):
 
     def _save(self, run: RunView, save: ports.Save) -> RunView:
         run, steps, items = take_pending(run, save.steps, save.events.items)
-        with self._transaction(run, items=items, steps=steps):
+        # A run written BLOCKED waits on a person: its root's webhook is told, in the same
+        # transaction (the ORM's: careful), after the run's events.
+        blocked = run.status == RunStatus.BLOCKED
+        with self._transaction(run, careful=blocked, items=items, steps=steps):
             run = self._write_run(run)
+            if blocked:
+                webhook_attention_schedule(trace_id=run.trace_id, run_id=run.id)
         return run
 
     def _schedule(self, run: RunView, schedule: ports.Schedule) -> RunView:
@@ -1079,8 +1084,11 @@ class OrmRunStore(DispatchingStore):
         `adopt`): the run as written, and the parent it woke."""
         now, adopt = self.clock.now(), finish.adopt
         claimed: sql.Later | None = None
-        # A root run's end uses the ORM (memory, webhooks): careful.
-        with self._transaction(run, careful=run.parent_id is None, items=items, steps=steps):
+        # A root run's end uses the ORM (memory, webhooks): careful. So does a run ended
+        # BLOCKED (its root's webhook is told, as `_save` does).
+        blocked = run.status == RunStatus.BLOCKED
+        careful = run.parent_id is None or blocked
+        with self._transaction(run, careful=careful, items=items, steps=steps):
             written = self._write_run(
                 run,
                 completed_at=now,
@@ -1092,6 +1100,8 @@ class OrmRunStore(DispatchingStore):
                 sql.return_budget(run.id, run.parent_id)  # what it did not use goes back
             if finish.forget is not None:
                 _memory_items(finish.forget).delete()
+            if blocked:
+                webhook_attention_schedule(trace_id=run.trace_id, run_id=run.id)
             if run.parent_id is None:
                 url = self._webhooks.pop(run.id, None)  # this process is done with the run
                 if url:

@@ -3,12 +3,18 @@ FAILED or CANCELLED), its run document (seed 000 §7.2, `runs.selectors.run_docu
 POSTed there as JSON, signed, and retried with exponential backoff until a 2xx answer or
 HIERARCH_WEBHOOKS["MAX_ATTEMPTS"]; every attempt is a `WebhookDelivery` row.
 
+When a run of its trace (the root or any run below it) goes BLOCKED, the root's document is
+POSTed too, as `run.needs_attention`: its `needs_attention` says which run waits, why, and
+where to act. Once per block: the delivery's id is made from the run's BLOCKED event (a run
+blocked, resumed and blocked again is told twice; the same block never).
+
 Each POST carries:
 
 - `X-Hierarch-Signature: sha256=<hex>`: HMAC-SHA256 of the raw body with the workspace's
   webhook secret (kept in the credential vault as `hierarch-webhook-secret`, made on first
   need; a workspace admin reads it at GET /api/v1/workspaces/{id or slug}/webhook-secret);
-- `X-Hierarch-Event` (`run.completed`, `run.failed`, `run.cancelled`), `X-Hierarch-Delivery`
+- `X-Hierarch-Event` (`run.completed`, `run.failed`, `run.cancelled`,
+  `run.needs_attention`), `X-Hierarch-Delivery`
   (the same for every attempt of one delivery: a receiver drops duplicates by it),
   `X-Hierarch-Attempt` and `X-Hierarch-Timestamp` (Unix seconds of the attempt).
 
@@ -47,7 +53,7 @@ from governance.addresses import is_public_address
 from governance.models import SecretKind
 from governance.vault import SecretNotFound, secret_resolve, secret_set
 from runs import background
-from runs.models import Run, WebhookDelivery, WebhookStatus
+from runs.models import Run, RunEvent, WebhookDelivery, WebhookStatus
 from runs.selectors import run_document
 
 log = logging.getLogger(__name__)
@@ -56,6 +62,9 @@ SECRET_NAME = "hierarch-webhook-secret"  # noqa: S105 - the vault name, not a va
 MAX_URL_LENGTH = 2048
 USER_AGENT = "Hierarch-Webhooks/1"
 EVENTS = {"COMPLETED": "run.completed", "FAILED": "run.failed", "CANCELLED": "run.cancelled"}
+NEEDS_ATTENTION = "run.needs_attention"
+# The ids of `run.needs_attention` deliveries are made from the block they tell of.
+_BLOCK_IDS = uuid.UUID("6a0e5f2c-4d3b-5b8e-9f61-2c7d1e0b9a47")
 # A delivery whose hint was lost is sent again by the sweep this long after it was due.
 SWEEP_GRACE = timedelta(seconds=10)
 # A countdown message longer than this is left to the sweep (see DESIGN.md: long ETA
@@ -177,6 +186,37 @@ def webhook_schedule(*, run_id: str, url: str, status: str) -> WebhookDelivery |
         return None
     delivery = WebhookDelivery.objects.create(
         delivery_id=uuid.uuid4(), run_id=run_id, url=url, event=event, due_at=timezone.now()
+    )
+    _hint(delivery.pk, 0.0)
+    return delivery
+
+
+def webhook_attention_schedule(*, trace_id: str, run_id: str) -> WebhookDelivery | None:
+    """In the transaction that writes a run of the trace BLOCKED (after its BLOCKED event):
+    a `run.needs_attention` delivery of the root's document, when the root has a
+    webhook_url, sent after commit. Its id is made from that event, so the same block is
+    never told twice (a second call for it finds the delivery made); a new block of the run
+    has a new event, and is told again."""
+    url = Run.objects.filter(pk=trace_id).values_list("webhook_url", flat=True).first()
+    if not url:
+        return None
+    seq = (
+        RunEvent.objects.filter(trace_id=trace_id, run_id=run_id, type="run.status")
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
+    if seq is None:
+        return None  # no event says it blocked: nothing to name the block by
+    delivery_id = uuid.uuid5(_BLOCK_IDS, f"{trace_id}:{seq}")
+    if WebhookDelivery.objects.filter(delivery_id=delivery_id, attempt=1).exists():
+        return None
+    delivery = WebhookDelivery.objects.create(
+        delivery_id=delivery_id,
+        run_id=trace_id,
+        url=url,
+        event=NEEDS_ATTENTION,
+        due_at=timezone.now(),
     )
     _hint(delivery.pk, 0.0)
     return delivery

@@ -32,10 +32,11 @@ from django_htmx.middleware import HtmxDetails
 from entities.forms import SUGGESTIONS, entity_label
 from entities.selectors import entity_get, entity_list, entity_startable_list
 from governance.permissions import OPERATE, allowed_workspace_ids, has_perm, workspaces_for
+from runs.attention import with_attention
 from runs.forms import RunFilterForm, RunInputForm
 from runs.models import ACTIVE, Run, RunStatus
 from runs.selectors import run_list
-from runs.services import RunRefused, run_cancel, run_rerun, run_start
+from runs.services import RunRefused, run_cancel, run_grant_passes, run_rerun, run_start
 from runs.store import latest_version, pinned_definition
 from runs.trace_page import duration_label
 
@@ -94,7 +95,7 @@ def _decorate(run: Run, operate_ids: frozenset[int] | None, now: datetime) -> Ru
 
 
 def _rows(user: Any) -> Any:
-    return run_list(user=user).select_related("created_by").defer(*_WIDE)
+    return with_attention(run_list(user=user).select_related("created_by").defer(*_WIDE))
 
 
 def runs_context(request: HttpRequest, params: QueryDict) -> dict:
@@ -288,6 +289,21 @@ def run_rerun_view(request: HtmxHttpRequest, pk: Any) -> HttpResponse:
     return redirect(run_url(new))
 
 
+@login_required
+@require_POST
+def run_passes_view(request: HttpRequest, pk: Any) -> HttpResponse:
+    """Give a run that ran out of passes more (the trace page's form), and go back to its
+    trace page, saying what came of it."""
+    run = _run_for(request, pk)
+    try:
+        run_grant_passes(run=run, passes=request.POST.get("passes", ""), user=request.user)
+    except RunRefused as refused:
+        messages.error(request, f"{run.entity.name}: {refused}")
+    else:
+        messages.success(request, f"The {run.entity.name} run goes on with more passes.")
+    return redirect(run_url(run))
+
+
 # -- start -------------------------------------------------------------------------------------
 
 
@@ -383,4 +399,5 @@ urlpatterns = [
     path("start/<uuid:entity_id>/", run_start_entity, name="start_entity"),
     path("<uuid:pk>/cancel/", run_cancel_view, name="cancel"),
     path("<uuid:pk>/rerun/", run_rerun_view, name="rerun"),
+    path("<uuid:pk>/passes/", run_passes_view, name="passes"),
 ]

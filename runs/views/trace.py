@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET
 from django_htmx.middleware import HtmxDetails
 
 from governance.permissions import OPERATE, has_perm_in
+from runs.attention import run_attention
 from runs.models import TERMINAL
 from runs.trace_page import (
     STATUS_FILTERS,
@@ -164,12 +165,15 @@ def trace_search(request: HtmxHttpRequest, pk: Any) -> HttpResponse:
 
 def _head_context(request: HttpRequest, root: Any) -> dict[str, Any]:
     """What the header shows of the trace's root: live only while the run can still change
-    (a BLOCKED run may be resumed), and Cancel only then (as `run_cancel` takes it)."""
+    (a BLOCKED run may be resumed), Cancel only then (as `run_cancel` takes it), and what it
+    waits on a person for."""
     ended = root.status in TERMINAL
     return {
         "may_operate": has_perm_in(request.user, OPERATE, workspace_id=root.workspace_id),
         "cancellable": not ended,
         "run_ended": ended,
+        # What the run waits on a person for: which run, why, where to act.
+        "attention": [] if ended else run_attention(root),
     }
 
 
