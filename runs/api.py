@@ -232,7 +232,7 @@ class AttentionActionSerializer(serializers.Serializer):
     )
 
 
-class AttentionRequestSerializer(serializers.Serializer):
+class AttentionApprovalSerializer(serializers.Serializer):
     approval_id = serializers.IntegerField()
     trigger = serializers.CharField()
     step = serializers.CharField()
@@ -247,7 +247,7 @@ class AttentionSerializer(serializers.Serializer):
     reason = AttentionReasonSerializer()
     console_url = serializers.URLField(help_text="The run on its trace page.")
     action = AttentionActionSerializer()
-    approval = AttentionRequestSerializer(
+    approval = AttentionApprovalSerializer(
         required=False, help_text="For a PAUSED run: the request to decide."
     )
 
@@ -618,9 +618,19 @@ class RunPasses(APIView):
         return Response(answer, status=status.HTTP_202_ACCEPTED)
 
 
+POSITIVE_USD = (
+    r"^(?:[1-9][0-9]{0,6}(?:\.[0-9]{1,6})?|0?\.(?:[1-9][0-9]{0,5}|0[1-9][0-9]{0,4}"
+    r"|00[1-9][0-9]{0,3}|000[1-9][0-9]{0,2}|0000[1-9][0-9]?|00000[1-9]))$"
+)
+
+
 class RaiseBudgetSerializer(StrictSerializer):
-    budget_usd = serializers.CharField(
-        max_length=40, help_text='The run\'s new budget (max_cost_usd) in USD, e.g. "0.50".'
+    # A positive amount in USD, at most 9,999,999.999999 and to the millionth (as budgets are
+    # kept): the schema says it, so a client knows before it asks.
+    budget_usd = serializers.RegexField(
+        POSITIVE_USD,
+        max_length=20,
+        help_text='The run\'s new budget (max_cost_usd) in USD, e.g. "0.50".',
     )
 
 

@@ -470,7 +470,7 @@ def _check_budget_change(row: Run, new: Decimal) -> None:
     already spent or set aside more."""
     if row.budget_usd is None or str(row.budget_anchor) != str(row.pk):
         raise RunRefused(
-            "VALIDATION_ERROR",
+            "CONFLICT",
             f"this {row.entity.name} run has no budget of its own (max_cost_usd); raise the "
             "budget of the run it is drawn from",
         )
@@ -479,7 +479,7 @@ def _check_budget_change(row: Run, new: Decimal) -> None:
     held = row.total_cost_usd + row.reserved_usd
     if new < held:
         raise RunRefused(
-            "VALIDATION_ERROR",
+            "CONFLICT",
             f"budget_usd {new} is less than the ${held.normalize()} this run has spent or "
             "set aside",
         )

@@ -59,7 +59,8 @@ def test_a_raise_that_is_not_an_amount_is_refused(api, acme):
     _, leaf, _ = blocked(acme)
     api.force_login(olga)
     answer = api.post(f"/api/v1/runs/{leaf.pk}/raise-budget", {"budget_usd": "lots"}, format="json")
-    error_of(answer, 400, "INVALID_INPUT")
+    error_of(answer, 400, "VALIDATION_ERROR")
+    assert "budget_usd" in answer.json()["error"]["details"]
     unknown = api.post(f"/api/v1/runs/{leaf.pk}/raise-budget", {"budget": "1"}, format="json")
     assert unknown.status_code == 400
 
