@@ -90,6 +90,16 @@ class ExecutionOptionsSerializer(StrictSerializer):
         "(X-Hierarch-Signature: sha256=HMAC-SHA256 of the body).",
     )
 
+    version = serializers.RegexField(
+        r"^[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}$",
+        required=False,
+        allow_blank=True,
+        max_length=32,
+        help_text="A version of the entity to run (its SemVer, e.g. 1.2.0), instead of the "
+        "newest. The entities below it run their newest versions as they are when the run "
+        "starts, pinned for the whole run.",
+    )
+
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()
         # `async` is a keyword in Python, so it cannot be declared as an attribute.
@@ -207,6 +217,10 @@ class RunMetricsSerializer(serializers.Serializer):
 class ChildRunSerializer(serializers.Serializer):
     run_id = serializers.UUIDField()
     entity_id = serializers.CharField()
+    entity_version = serializers.CharField(
+        help_text="The SemVer of the entity's version the run runs: pinned for the whole "
+        "tree when the root run started."
+    )
     status = serializers.CharField(help_text=STATUS_HELP)
 
 
@@ -258,6 +272,10 @@ class RunDocumentSerializer(serializers.Serializer):
     run_id = serializers.UUIDField()
     entity_id = serializers.CharField(help_text="The entity's string id, else its UUID.")
     entity_name = serializers.CharField()
+    entity_version = serializers.CharField(
+        help_text="The SemVer of the entity's version the run runs: pinned for the whole "
+        "tree when the root run started."
+    )
     status = serializers.CharField(help_text=STATUS_HELP)
     started_at = serializers.DateTimeField(allow_null=True)
     completed_at = serializers.DateTimeField(allow_null=True)
@@ -288,6 +306,10 @@ class LLMCallNodeSerializer(serializers.Serializer):
 class TraceNodeSerializer(serializers.Serializer):
     run_id = serializers.UUIDField()
     entity_name = serializers.CharField()
+    entity_version = serializers.CharField(
+        help_text="The SemVer of the entity's version the run runs: pinned for the whole "
+        "tree when the root run started."
+    )
     type = serializers.CharField()
     status = serializers.CharField(help_text=STATUS_HELP)
     started_at = serializers.DateTimeField(allow_null=True)
@@ -525,6 +547,7 @@ class EntityExecute(RunStartView):
             input_data=body.validated_data.get("input_data", {}),
             context=body.validated_data.get("context"),
             webhook_url=options.get("webhook_url", ""),
+            version=options.get("version", ""),
             idempotency_key=key,
             fingerprint=_fingerprint(entity, request.data) if key else "",
         )

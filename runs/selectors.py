@@ -60,11 +60,14 @@ def _iso(moment: Any) -> str | None:
 def run_document(run: Run) -> dict:
     """GET /runs/{id} (seed 000 §7.2): status, output, metrics and the direct children; and
     `needs_attention`: the runs at or below it that wait on a person (runs/attention.py)."""
-    children = run.children.select_related("entity").order_by("created_at")
+    children = run.children.select_related("entity", "entity_version").order_by("created_at")
     return {
         "run_id": str(run.pk),
         "entity_id": run.entity.ref,
         "entity_name": run.entity.name,
+        # The version it runs: the root's newest (or the one asked for) when the trace
+        # started, and for a run below it the version its trace pinned then.
+        "entity_version": run.entity_version.version,
         "status": run.status,
         "started_at": _iso(run.started_at),
         "completed_at": _iso(run.completed_at),
@@ -78,7 +81,13 @@ def run_document(run: Run) -> dict:
             "tool_calls": run.tool_calls,
         },
         "child_runs": [
-            {"run_id": str(c.pk), "entity_id": c.entity.ref, "status": c.status} for c in children
+            {
+                "run_id": str(c.pk),
+                "entity_id": c.entity.ref,
+                "entity_version": c.entity_version.version,
+                "status": c.status,
+            }
+            for c in children
         ],
         "needs_attention": attention_json(run),
     }
@@ -102,17 +111,19 @@ def trace_tree(run: Run) -> dict:
             "total_tokens",
             "entity__name",
             "entity__type",
+            "entity_version__version",
         )
     )
     tools = _trace_tool_calls(run.trace_id)
     models = _trace_model_calls(run.trace_id)
     nodes: dict[Any, dict] = {}
     children: dict[Any, list[dict]] = defaultdict(list)
-    for pk, parent_id, status, started, completed, code, cost, tokens, name, kind in rows:
+    for pk, parent_id, status, started, completed, code, cost, tokens, name, kind, version in rows:
         tree = {
             "node": {
                 "run_id": str(pk),
                 "entity_name": name,
+                "entity_version": version,
                 "type": kind,
                 "status": status,
                 "started_at": _iso(started),

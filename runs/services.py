@@ -14,6 +14,7 @@ from django.db.models import F, Sum
 from django.utils import timezone
 
 from entities.models import Entity, Workspace
+from entities.selectors import entity_tree_versions
 from governance.alerts import alert_raise
 from governance.audit import audit_record
 from governance.models import AlertKind, AuditAction
@@ -29,7 +30,15 @@ from runs.engine.validators import rule_problems
 from runs.engine_factory import engine
 from runs.events import append_events
 from runs.executors import enqueue
-from runs.models import ACTIVE, TERMINAL, IdempotencyKey, Run, RunStatus, TraceSequence
+from runs.models import (
+    ACTIVE,
+    TERMINAL,
+    IdempotencyKey,
+    Run,
+    RunPin,
+    RunStatus,
+    TraceSequence,
+)
 from runs.store import (
     latest_version,
     lifetime_left,
@@ -46,9 +55,11 @@ BUDGET_MAX_USD = Decimal("10000000")
 class RunRefused(Exception):
     """A run that cannot start; nothing was written."""
 
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: str, message: str, details: dict[str, str] | None = None):
         super().__init__(message)
         self.code = code
+        if details is not None:
+            self.details = details  # by field, as the API's error object shows them
 
 
 def run_start(
@@ -60,8 +71,10 @@ def run_start(
     rerun_of: Run | None = None,
     trial: bool = False,
     sandbox: bool = False,
+    version: str = "",
 ) -> Run:
-    """Create a root run of the entity's current version and hand it to the executor.
+    """Create a root run of the entity's current version (or of `version`, a SemVer it has
+    had) and hand it to the executor.
 
     Input problems, an entity that is not ACTIVE and the like end the run FAILED with an error
     code at its first step, so they are recorded like any other failure. A `trial` (see
@@ -71,9 +84,8 @@ def run_start(
         _refuse_unless_trying(user, entity.workspace)
     else:
         _refuse_unless_operator(user, entity.workspace, "start runs")
-    version = latest_version(entity)
-    if version is None:
-        raise RunRefused("NOT_FOUND", f"{entity.name} has no saved version")
+    chosen = version
+    version = _version_to_run(entity, chosen)
     definition = pinned_definition(version.pk, entity.pk)
     with transaction.atomic():
         left = _lifetime_left(entity, definition)
@@ -152,6 +164,33 @@ def _lifetime_left(entity: Entity, definition: dict) -> Decimal | None:
     return left
 
 
+def _version_to_run(entity: Entity, version: str = "") -> Any:
+    """The entity's version a run of it runs: the newest, or the SemVer asked for."""
+    if not version:
+        newest = latest_version(entity)
+        if newest is None:
+            raise RunRefused("NOT_FOUND", f"{entity.name} has no saved version")
+        return newest
+    found = entity.versions.filter(version=version).first()
+    if found is None:
+        known = list(
+            entity.versions.order_by("-created_at", "-id").values_list("version", flat=True)[:5]
+        )
+        message = f"{entity.name} has no version {version[:40]!r} (its newest: {', '.join(known)})"
+        raise RunRefused("NOT_FOUND", message, {"execution_options.version": message})
+    return found
+
+
+def _pin_tree(run: Run, entity: Entity) -> None:
+    """Pin the version of every entity below the root for the whole trace: the newest now.
+    An edit of a child while the run is under way makes a new version the run never sees."""
+    pins = [
+        RunPin(trace_id=run.pk, entity_id=child_id, version_id=version_id)
+        for child_id, version_id in entity_tree_versions(entity=entity).items()
+    ]
+    RunPin.objects.bulk_create(pins, batch_size=500)
+
+
 def _root_run_created(
     *,
     entity: Entity,
@@ -183,6 +222,7 @@ def _root_run_created(
     run.trace_id = run.id
     run.save()
     TraceSequence.objects.create(trace_id=run.trace_id)
+    _pin_tree(run, entity)
     if not isinstance(input_data, dict):
         Run.objects.filter(pk=run.pk).update(input_data=input_data)
         run.input_data = input_data
@@ -550,13 +590,16 @@ _RULE_FIELD = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)")
 _REQUIRED = re.compile(r"^'(.+)' is a required property$")
 
 
-def run_input_problems(*, entity: Entity, input_data: Any, prefix: str = "input_data") -> dict:
-    """What the entity's current version (the one a run would pin) finds wrong with the input,
-    by field path: its io_contract input schema, then its validation rules, as the engine
-    checks them when the run starts. Empty when the input is good."""
-    version = latest_version(entity)
-    if version is None:
+def run_input_problems(
+    *, entity: Entity, input_data: Any, prefix: str = "input_data", version: str = ""
+) -> dict:
+    """What the entity's version a run would pin (the newest, or `version`) finds wrong with
+    the input, by field path: its io_contract input schema, then its validation rules, as the
+    engine checks them when the run starts. Empty when the input is good."""
+    found = latest_version(entity) if not version else _version_to_run(entity, version)
+    if found is None:
         return {}
+    version = found
     contract = pinned_definition(version.pk, entity.pk)["io_contract"]["input"]
     if not isinstance(input_data, dict):
         return {prefix: "must be a JSON object"}
@@ -590,6 +633,7 @@ def run_execute(
     webhook_url: str = "",
     idempotency_key: str = "",
     fingerprint: str = "",
+    version: str = "",
 ) -> tuple[Run, bool]:
     """Start a run for POST /api/v1/entities/{id}/execute; answers the run and whether it is
     an earlier request's (the same `Idempotency-Key` and body: nothing new is started).
@@ -606,6 +650,7 @@ def run_execute(
         "webhook_url": webhook_url,
         "idempotency_key": idempotency_key,
         "fingerprint": fingerprint,
+        "version": version,
     }
     try:
         return _execute(**request)
@@ -626,6 +671,7 @@ def _execute(
     webhook_url: str,
     idempotency_key: str,
     fingerprint: str,
+    version: str = "",
 ) -> tuple[Run, bool]:
     now = timezone.now()
     with transaction.atomic():
@@ -649,7 +695,7 @@ def _execute(
                         f"request (run {earlier.run_id}); use a new key for a new request",
                     )
                 return earlier.run, True
-        problems = run_input_problems(entity=entity, input_data=input_data)
+        problems = run_input_problems(entity=entity, input_data=input_data, version=version)
         if problems:
             raise RunInputInvalid(
                 "the input does not match what "
@@ -657,7 +703,9 @@ def _execute(
                 + "; ".join(f"{where}: {problem}" for where, problem in problems.items()),
                 problems,
             )
-        run = run_start(entity=entity, input_data=input_data, user=user, context=context)
+        run = run_start(
+            entity=entity, input_data=input_data, user=user, context=context, version=version
+        )
         if webhook_url:
             Run.objects.filter(pk=run.pk).update(webhook_url=webhook_url)
             run.webhook_url = webhook_url

@@ -64,6 +64,7 @@ from runs.models import (
     LLMCall,
     MemoryItem,
     Run,
+    RunPin,
     RunStatus,
     StepRun,
     ToolCall,
@@ -817,10 +818,10 @@ class OrmRunStore(DispatchingStore):
 
     def _spawn(self, run: RunView, spawn: ports.Spawn) -> tuple[RunView, list[str]]:
         children, steps, events, adopt = spawn.children, spawn.steps, spawn.events, spawn.adopt
-        self._resolve_many(run.workspace_id, [request.entity_ref for request in children])
+        self._resolve_many(run, [request.entity_ref for request in children])
         group = f"{children[0].step_key}#{run.iteration}#{run.attempt}/{len(children)}"
         now = self.clock.now()
-        found = [self._resolved(run.workspace_id, r.entity_ref) for r in children]
+        found = [self._resolved(run, r.entity_ref) for r in children]
         definitions = [pinned_definition(version.pk, entity.pk) for entity, version in found]
         # An entity's lifetime budget takes its row lock through the ORM: careful then.
         lifetimes = [lifetime_limit(child) for child in definitions]
@@ -1416,11 +1417,11 @@ class OrmRunStore(DispatchingStore):
         return _WorkspaceArtifacts(run.workspace_id)
 
     def _child_definition(self, run: RunView, entity_ref: str) -> dict | None:
-        found = self._resolved(run.workspace_id, entity_ref)
+        found = self._resolved(run, entity_ref)
         return pinned_definition(found[1].pk, found[0].pk) if found else None
 
     def definitions(self, run: RunView, refs: list[str]) -> dict[str, dict]:
-        self._resolve_many(run.workspace_id, refs)
+        self._resolve_many(run, refs)
         found = {}
         for ref in refs:
             definition = self._child_definition(run, ref)
@@ -1428,25 +1429,28 @@ class OrmRunStore(DispatchingStore):
                 found[ref] = definition
         return found
 
-    def _resolved(self, workspace_id: int, ref: str) -> tuple[_Child, _Version] | None:
-        """A child entity and its current version, resolved once per advance."""
-        self._resolve_many(workspace_id, [ref])
-        return self._children[(workspace_id, ref)]
+    def _resolved(self, run: RunView, ref: str) -> tuple[_Child, _Version] | None:
+        """A child entity and the version the run's trace pinned, resolved once per advance."""
+        self._resolve_many(run, [ref])
+        return self._children[(run.trace_id, ref)]
 
-    def _resolve_many(self, workspace_id: int, refs: list[str]) -> None:
-        """Resolve child references (id, string id or name) to entities and their current
-        versions in one query, and read the versions' definitions not cached yet."""
+    def _resolve_many(self, run: RunView, refs: list[str]) -> None:
+        """Resolve child references (id, string id or name) to entities and the versions the
+        run's trace pinned when its root started (`RunPin`; the newest for a trace started
+        before pins were kept) in one query, and read the definitions not cached yet."""
+        workspace_id = run.workspace_id
         cache = self.__dict__.setdefault("_children", {})
-        missing = [ref for ref in dict.fromkeys(refs) if (workspace_id, ref) not in cache]
+        missing = [ref for ref in dict.fromkeys(refs) if (run.trace_id, ref) not in cache]
         if not missing:
             return
         ids = []
         for ref in missing:
             with contextlib.suppress(ValueError):
                 ids.append(uuid.UUID(str(ref)))
-        # One query: the entities and the id of each one's newest version.
+        # One query: the entities and the id of each one's pinned version.
         table = sql.quote(Entity._meta.db_table)
         versions_table = sql.quote(EntityVersion._meta.db_table)
+        pins_table = sql.quote(RunPin._meta.db_table)
         by_id = f"{table}.id IN ({sql.marks(ids)}) OR " if ids else ""
         found = sql.select(
             Entity,
@@ -1454,14 +1458,17 @@ class OrmRunStore(DispatchingStore):
             f"workspace_id = %s AND ({by_id}external_id IN ({sql.marks(missing)}) "
             f"OR name IN ({sql.marks(missing)}))",
             [
+                sql.run_id_param(run.trace_id),
                 workspace_id,
                 *(sql.prep(Entity, "id", value) for value in ids),
                 *map(str, missing),
                 *map(str, missing),
             ],
             extra=(
-                f"(SELECT v.id FROM {versions_table} v WHERE v.entity_id = {table}.id "  # noqa: S608
-                "ORDER BY v.created_at DESC, v.id DESC LIMIT 1)"
+                f"COALESCE((SELECT p.version_id FROM {pins_table} p "  # noqa: S608
+                f"WHERE p.trace_id = %s AND p.entity_id = {table}.id), "
+                f"(SELECT v.id FROM {versions_table} v WHERE v.entity_id = {table}.id "
+                "ORDER BY v.created_at DESC, v.id DESC LIMIT 1))"
             ),
         )
         entities = [_Child(pk=values.pop("id"), **values) for values, _ in found]
@@ -1484,7 +1491,7 @@ class OrmRunStore(DispatchingStore):
                 except ValueError:
                     entity = None
             version = versions.get(entity.pk) if entity is not None else None
-            cache[(workspace_id, ref)] = (entity, version) if version is not None else None
+            cache[(run.trace_id, ref)] = (entity, version) if version is not None else None
 
 
 def _cache_definitions(versions: list[_Version]) -> None:

@@ -66,6 +66,7 @@ NODE_FIELDS = (
     "entity__name",
     "entity__display_name",
     "entity__type",
+    "entity_version__version",
     "parent_step_key",
 )
 CHILD_ORDER = ("created_at", "group_index", "id")
@@ -87,7 +88,12 @@ class BadRequest(ValueError):
 
 
 def _nodes(user: Any) -> QuerySet[Run]:
-    return run_list(user=user).select_related(None).select_related("entity").only(*NODE_FIELDS)
+    return (
+        run_list(user=user)
+        .select_related(None)
+        .select_related("entity", "entity_version")
+        .only(*NODE_FIELDS)
+    )
 
 
 def _run_in_trace(user: Any, trace_id: Any, node_id: Any) -> Run:

@@ -252,6 +252,9 @@ class _World:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.entities: dict[tuple[int, str], StoredEntity] = {}
+        # The entities as each trace's root found them when it started (as `RunPin`s do):
+        # a definition saved later is a new version its runs never see.
+        self.pins: dict[str, dict[tuple[int, str], StoredEntity]] = {}
         self.runs: dict[str, StoredRun] = {}
         self.steps: dict[tuple[str, str, int, int], StoredStep] = {}
         self.events: dict[str, list[StoredEvent]] = {}
@@ -376,6 +379,7 @@ class InMemoryRunStore(DispatchingStore):
                 sandbox=sandbox,
                 **run_limits(definition, run_id, None, left),
             )
+            self._world.pins[run_id] = dict(self._world.entities)
             self._append_events(
                 run_id,
                 run_id,
@@ -653,7 +657,7 @@ class InMemoryRunStore(DispatchingStore):
             cancelled = self._world.runs[run.id].cancel_requested
             reserve = Decimal(0)
             for request in children:
-                entity = self._resolve(run.workspace_id, request.entity_ref)
+                entity = self._resolve(run.workspace_id, request.entity_ref, run.trace_id)
                 if entity is None:
                     raise KeyError(f"no entity {request.entity_ref!r} to start")
                 row = self._child_row(run, request, entity, group=group, now=now)
@@ -933,17 +937,19 @@ class InMemoryRunStore(DispatchingStore):
 
     def definitions(self, run: RunView, refs: list[str]) -> dict[str, Definition]:
         with self._world.lock:
-            found = {ref: self._resolve(run.workspace_id, ref) for ref in refs}
+            found = {ref: self._resolve(run.workspace_id, ref, run.trace_id) for ref in refs}
         return {ref: entity.definition for ref, entity in found.items() if entity is not None}
 
     # -- inside -----------------------------------------------------------------------------
 
-    def _resolve(self, workspace_id: int, ref: str) -> StoredEntity | None:
-        """An entity by its reference, else by its name."""
-        found = self._world.entities.get((workspace_id, ref))
+    def _resolve(self, workspace_id: int, ref: str, trace_id: str = "") -> StoredEntity | None:
+        """An entity by its reference, else by its name: as the trace pinned it, when one is
+        given (its root's start), else as it is now."""
+        entities = self._world.pins.get(trace_id, self._world.entities)
+        found = entities.get((workspace_id, ref))
         if found is not None:
             return found
-        for entity in self._world.entities.values():
+        for entity in entities.values():
             if entity.workspace_id == workspace_id and entity.name == ref:
                 return entity
         return None

@@ -177,7 +177,12 @@ def test_a_run_answers_the_seeds_document_with_its_children(api, olive, acme):
     assert body["metrics"]["llm_calls"] == 1 and body["metrics"]["tool_calls"] == 1
     assert body["metrics"]["total_tokens"] == run.total_tokens > 0
     assert body["child_runs"] == [
-        {"run_id": str(child.pk), "entity_id": child.entity.ref, "status": "COMPLETED"}
+        {
+            "run_id": str(child.pk),
+            "entity_id": child.entity.ref,
+            "entity_version": "1.0.0",
+            "status": "COMPLETED",
+        }
     ]
     assert body["error"] is None
 

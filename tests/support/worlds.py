@@ -19,6 +19,7 @@ from approvals.models import Approval
 from approvals.services import approval_decide, approval_fire_due
 from entities.definition import normalize
 from entities.models import Entity
+from entities.services import entity_save
 from governance.safety import SafetyScreening
 from runs.engine.core import Engine, RunStore, RunView
 from runs.engine.memory_store import InMemoryRunStore
@@ -105,6 +106,7 @@ class World:
 
     # What each store answers.
     def add(self, name: str, type: str = "ACTION", **sections: Any) -> str: ...  # noqa: A002
+    def edit(self, name: str, type: str = "ACTION", **sections: Any) -> None: ...  # noqa: A002
     def start(self, name: str, run_input: Any) -> str: ...
     def status(self, run_id: str) -> str: ...
     def error(self, run_id: str) -> tuple[str, str]: ...
@@ -167,6 +169,9 @@ class MemoryWorld(World):
         assert not problems, problems
         self.store.add_entity(name, definition, status=definition["metadata"]["status"])
         return name
+
+    def edit(self, name: str, type: str = "ACTION", **sections: Any) -> None:  # noqa: A002
+        self.add(name, type, **sections)  # a new version of the same entity
 
     def start(self, name: str, run_input: Any) -> str:
         run_id = self.store.start(name, run_input)
@@ -296,6 +301,11 @@ class OrmWorld(World):
     def add(self, name: str, type: str = "ACTION", **sections: Any) -> str:  # noqa: A002
         EntityFactory(workspace=self.workspace, name=name, type=type, **sections)
         return name
+
+    def edit(self, name: str, type: str = "ACTION", **sections: Any) -> None:  # noqa: A002
+        entity = Entity.objects.get(workspace=self.workspace, name=name)
+        data = factory_definition(name, type, **sections)
+        entity_save(workspace=self.workspace, entity=entity, definition=data)
 
     def start(self, name: str, run_input: Any) -> str:
         entity = Entity.objects.get(workspace=self.workspace, name=name)
