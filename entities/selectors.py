@@ -101,28 +101,6 @@ def entity_version_get(*, entity: Entity, version: str) -> EntityVersion:
     return get_object_or_404(entity_version_list(entity=entity), version=version)
 
 
-def entity_tree_versions(*, entity: Entity) -> dict[Any, int]:
-    """The newest version of every entity below `entity` (its children, theirs, and so on),
-    by entity id: what a run of it pins when it starts. A query a level of the hierarchy,
-    and one for the versions, whatever the number of entities."""
-    seen = {entity.pk}
-    frontier = {entity.pk}
-    while frontier:
-        children = set(
-            ChildLink.objects.filter(parent_id__in=frontier).values_list("child_id", flat=True)
-        )
-        frontier = children - seen
-        seen |= frontier
-    seen.discard(entity.pk)
-    if not seen:
-        return {}
-    newest = (
-        EntityVersion.objects.filter(entity=OuterRef("pk")).order_by("-created_at", "-id")
-    ).values("pk")[:1]
-    rows = Entity.objects.filter(pk__in=seen).annotate(newest=Subquery(newest))
-    return {pk: version for pk, version in rows.values_list("pk", "newest") if version}
-
-
 # The designer's tree. A workspace may hold thousands of entities, so the tree is read a
 # level at a time and a page at a time, each node with the two counts its row shows.
 

@@ -31,28 +31,6 @@ TERMINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.PAUSED)
 
 
-class RunPin(models.Model):
-    """The version of an entity of a trace's tree that every run of the trace uses: the
-    newest when the root started, so editing an entity never changes a run under way."""
-
-    trace = models.ForeignKey("Run", on_delete=models.CASCADE, related_name="+", db_index=False)
-    entity = models.ForeignKey(
-        "entities.Entity", on_delete=models.CASCADE, related_name="+", db_index=False
-    )
-    # An entity deleted (never one that ran: runs protect theirs) takes its pins with it.
-    version = models.ForeignKey(
-        "entities.EntityVersion", on_delete=models.CASCADE, related_name="+", db_index=False
-    )
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["trace", "entity"], name="runs_runpin_trace_entity")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.entity_id} at version {self.version_id} in trace {self.trace_id}"
-
-
 class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # Foreign keys whose lookups an index of Meta already serves carry no index of their own:

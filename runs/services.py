@@ -14,7 +14,6 @@ from django.db.models import F, Sum
 from django.utils import timezone
 
 from entities.models import Entity, Workspace
-from entities.selectors import entity_tree_versions
 from governance.alerts import alert_raise
 from governance.audit import audit_record
 from governance.models import AlertKind, AuditAction
@@ -35,7 +34,6 @@ from runs.models import (
     TERMINAL,
     IdempotencyKey,
     Run,
-    RunPin,
     RunStatus,
     TraceSequence,
 )
@@ -181,16 +179,6 @@ def _version_to_run(entity: Entity, version: str = "") -> Any:
     return found
 
 
-def _pin_tree(run: Run, entity: Entity) -> None:
-    """Pin the version of every entity below the root for the whole trace: the newest now.
-    An edit of a child while the run is under way makes a new version the run never sees."""
-    pins = [
-        RunPin(trace_id=run.pk, entity_id=child_id, version_id=version_id)
-        for child_id, version_id in entity_tree_versions(entity=entity).items()
-    ]
-    RunPin.objects.bulk_create(pins, batch_size=500)
-
-
 def _root_run_created(
     *,
     entity: Entity,
@@ -222,7 +210,6 @@ def _root_run_created(
     run.trace_id = run.id
     run.save()
     TraceSequence.objects.create(trace_id=run.trace_id)
-    _pin_tree(run, entity)
     if not isinstance(input_data, dict):
         Run.objects.filter(pk=run.pk).update(input_data=input_data)
         run.input_data = input_data

@@ -64,7 +64,6 @@ from runs.models import (
     LLMCall,
     MemoryItem,
     Run,
-    RunPin,
     RunStatus,
     StepRun,
     ToolCall,
@@ -1436,8 +1435,10 @@ class OrmRunStore(DispatchingStore):
 
     def _resolve_many(self, run: RunView, refs: list[str]) -> None:
         """Resolve child references (id, string id or name) to entities and the versions the
-        run's trace pinned when its root started (`RunPin`; the newest for a trace started
-        before pins were kept) in one query, and read the definitions not cached yet."""
+        run's trace pinned when its root started, in one query, and read the definitions
+        not cached yet. The pin is the root's start: each entity's newest version saved by
+        then (versions never change; a later save is a new version the trace never sees);
+        the newest there is for an entity that had none then (made again since)."""
         workspace_id = run.workspace_id
         cache = self.__dict__.setdefault("_children", {})
         missing = [ref for ref in dict.fromkeys(refs) if (run.trace_id, ref) not in cache]
@@ -1450,7 +1451,7 @@ class OrmRunStore(DispatchingStore):
         # One query: the entities and the id of each one's pinned version.
         table = sql.quote(Entity._meta.db_table)
         versions_table = sql.quote(EntityVersion._meta.db_table)
-        pins_table = sql.quote(RunPin._meta.db_table)
+        runs_table = sql.quote(Run._meta.db_table)
         by_id = f"{table}.id IN ({sql.marks(ids)}) OR " if ids else ""
         found = sql.select(
             Entity,
@@ -1465,8 +1466,9 @@ class OrmRunStore(DispatchingStore):
                 *map(str, missing),
             ],
             extra=(
-                f"COALESCE((SELECT p.version_id FROM {pins_table} p "  # noqa: S608
-                f"WHERE p.trace_id = %s AND p.entity_id = {table}.id), "
+                f"COALESCE((SELECT v.id FROM {versions_table} v WHERE v.entity_id = {table}.id "  # noqa: S608
+                f"AND v.created_at <= (SELECT r.created_at FROM {runs_table} r WHERE r.id = %s) "
+                "ORDER BY v.created_at DESC, v.id DESC LIMIT 1), "
                 f"(SELECT v.id FROM {versions_table} v WHERE v.entity_id = {table}.id "
                 "ORDER BY v.created_at DESC, v.id DESC LIMIT 1))"
             ),

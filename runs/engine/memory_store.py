@@ -252,8 +252,9 @@ class _World:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.entities: dict[tuple[int, str], StoredEntity] = {}
-        # The entities as each trace's root found them when it started (as `RunPin`s do):
-        # a definition saved later is a new version its runs never see.
+        # The entities as each trace's root found them when it started (as the ORM store's
+        # children resolve to the versions saved by then): a definition saved later is a
+        # new version its runs never see.
         self.pins: dict[str, dict[tuple[int, str], StoredEntity]] = {}
         self.runs: dict[str, StoredRun] = {}
         self.steps: dict[tuple[str, str, int, int], StoredStep] = {}
