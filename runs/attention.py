@@ -126,7 +126,7 @@ def _raise_budget(row: _Row) -> Act:
 def _more_passes(row: _Row) -> Act:
     """Out of passes before its loop was done: give it more (which resumes it)."""
     return Act(
-        what="Give it more passes (its trace page has the form): the loop goes on",
+        what="Give it more passes: the loop goes on where it stopped",
         console_url=_trace_link(row.run_id),
         method="POST",
         path=reverse("api:run-passes", args=[row.run_id]),
