@@ -65,8 +65,8 @@ def _flat(choices: Any) -> list[tuple[Any, Any]]:
 
 
 ON_EXHAUSTED = [
-    ("BLOCK", "Wait: a person gives it more passes"),
-    ("COMPLETE", "End with the last pass's output"),
+    ("BLOCK", "Wait for more passes"),
+    ("COMPLETE", "End with the last output"),
     ("FAIL", "Fail the run"),
 ]
 
@@ -89,7 +89,8 @@ class PlanForm(forms.Form):
     on_exhausted = forms.ChoiceField(
         choices=ON_EXHAUSTED,
         label="When the passes run out",
-        help_text="Before the loop is done: a step still going back, or its goals unmet.",
+        help_text="Before the loop is done (a step still going back, or its goals unmet). "
+        "Waiting: a person gives the run more passes on its trace page.",
     )
 
 
