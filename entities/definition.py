@@ -513,11 +513,12 @@ def _memory_problems(memory: dict) -> list[Problem]:
                 "SEMANTIC_SEARCH is not supported yet; use FULL or RECENT_N",
             )
         )
-    if memory["enabled"] and memory["storage_backend"] == "VECTOR_DB":
+    if memory["enabled"] and memory["storage_backend"] in ("VECTOR_DB", "REDIS"):
         problems.append(
             Problem(
                 "capabilities.memory.storage_backend",
-                "VECTOR_DB is not supported yet; use POSTGRES_JSONB or REDIS",
+                f"{memory['storage_backend']} is not supported yet: memory is kept in the "
+                "database; use POSTGRES_JSONB",
             )
         )
     return problems

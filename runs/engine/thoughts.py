@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from runs.engine import loop, memory
 from runs.engine import plan as plans
+from runs.engine.definition import ReasoningConfig
 from runs.engine.limits import NOTHING
 from runs.engine.outcomes import Completed, Failed, OverBudget
 from runs.engine.ports import (
@@ -34,11 +35,21 @@ if TYPE_CHECKING:
     from runs.engine.core import Engine
 
 
+def model_id(config: ReasoningConfig) -> str:
+    """The model called: `model_name`, with `model_version` after a dash when one is set, as
+    providers name their dated models (gpt-4o and 2024-08-06: gpt-4o-2024-08-06;
+    claude-3-5-sonnet and 20241022); a name that already ends with the version is kept."""
+    name, version = config["model_name"], (config.get("model_version") or "").strip()
+    if not version or name.endswith(version):
+        return name
+    return f"{name}-{version}"
+
+
 def model_request(engine: Engine, run: RunView, **kwargs: Any) -> ModelRequest:
     config = run.definition["logic_gate"]["reasoning_config"]
     return ModelRequest(
         provider=config["model_provider"],
-        model=config["model_name"],
+        model=model_id(config),
         temperature=config["temperature"],
         top_p=config["top_p"],
         max_tokens=config["max_tokens"],
@@ -232,7 +243,7 @@ def screened_output(
         config = run.definition["logic_gate"]["reasoning_config"]
         text = "\n".join(_strings(output))
         judge = engine.screening.bias_judge_request(
-            text, provider=config["model_provider"], model=config["model_name"]
+            text, provider=config["model_provider"], model=model_id(config)
         )
         run, reply = call_model(engine, run, record, judge, 1)
         if isinstance(reply, Failed | OverBudget):

@@ -434,6 +434,17 @@ def test_a_jump_back_that_can_end_is_saved(acme, condition, loop_control):
     assert saved.entity.pk
 
 
+@pytest.mark.parametrize("backend", ["REDIS", "VECTOR_DB"])
+def test_a_memory_kept_anywhere_but_the_database_is_not_supported_yet(acme, backend):
+    memory = {"memory": {"enabled": True, "storage_backend": backend}}
+    problems = refused(acme, definition("x", capabilities=memory))
+
+    message = at(problems, "capabilities.memory.storage_backend")
+    assert message == (
+        f"{backend} is not supported yet: memory is kept in the database; use POSTGRES_JSONB"
+    )
+
+
 def test_it_refuses_a_condition_that_is_not_json(acme):
     EntityFactory(workspace=acme, name="child")
     link = {
