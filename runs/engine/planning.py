@@ -62,6 +62,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from runs.engine import constraints
 from runs.engine import plan as plans
 from runs.engine.definition import Definition
 from runs.engine.ports import VALIDATION_ERROR, ModelReply, ModelRequest
@@ -384,7 +385,26 @@ def parse_dynamic_plan(
         return PlanRejected(
             "the dynamic plan was rejected: " + "; ".join(problems), tuple(problems)
         )
+    broken = _broken_constraints(definition, names, steps)
+    if broken:
+        return PlanRejected(
+            "the dynamic plan breaks its constraints: " + "; ".join(broken), tuple(broken)
+        )
     return steps
+
+
+def _broken_constraints(
+    definition: Mapping[str, Any], names: Mapping[str, str], steps: Sequence[Step]
+) -> list[str]:
+    """What the proposed steps break of the constraints a program can check (required and
+    forbidden tools and children, and their order: runs/engine/constraints.py)."""
+    sentences = _section(definition, "planning", "dynamic_planning").get("constraints") or []
+    if not sentences:
+        return []
+    children = {ref: names.get(ref, ref) for ref in child_refs(definition)}
+    return constraints.broken(
+        constraints.rules(sentences, list(_tools(definition)), children), steps
+    )
 
 
 def _decoded(reply: ModelReply) -> list[Any] | PlanRejected:
