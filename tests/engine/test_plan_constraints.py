@@ -4,13 +4,14 @@ constraint; any other sentence stays in the prompt only."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from runs.engine.constraints import broken, rules
 from runs.engine.planning import CHILD, PlanRejected, parse_dynamic_plan
-from tests.engine.test_planning import NAMES, definition, reply
+from runs.engine.ports import ModelReply
 
 TOOLS = ["search", "render"]
 CHILDREN = {"c1": "Analyst", "c2": "Writer"}
@@ -74,14 +75,45 @@ def test_a_plan_is_checked_against_each_rule():
     ]
 
 
-def test_the_models_plan_is_refused_naming_the_constraint():
-    d = definition(constraints=("never use search", "Keep it short"), deviations=None)
-    d["planning"]["dynamic_planning"]["allowed_deviations"] = {
-        "can_skip_steps": True,
-        "can_add_steps": True,
-        "can_reorder": True,
-        "can_change_tools": True,
+NAMES = {"c1": "Analyst", "c2": "Writer"}
+
+
+def planner(*constraints: str) -> dict[str, Any]:
+    """An agent with two children and two tools that plans dynamically under `constraints`."""
+    return {
+        "hierarchy": {"children": [{"child_id": "c1"}, {"child_id": "c2"}]},
+        "planning": {
+            "static_plan": {"enabled": False, "steps": []},
+            "dynamic_planning": {
+                "enabled": True,
+                "constraints": list(constraints),
+                "allowed_deviations": {"can_change_tools": True},
+            },
+        },
+        "capabilities": {
+            "tools": [
+                {"tool_id": tool, "function_schema": {"name": tool, "parameters": {}}}
+                for tool in TOOLS
+            ]
+        },
     }
+
+
+def reply(steps: list[dict]) -> ModelReply:
+    return ModelReply(
+        content="",
+        prompt_tokens=10,
+        completion_tokens=10,
+        cost_usd=Decimal(0),
+        latency_ms=1,
+        provider="local",
+        model="offline",
+        parsed={"steps": steps},
+    )
+
+
+def test_the_models_plan_is_refused_naming_the_constraint():
+    d = planner("never use search", "Keep it short")
     refused = parse_dynamic_plan(
         reply([{"target": f"{CHILD}:Writer"}, {"target": "TOOL_CALL:search"}]), d, NAMES
     )
