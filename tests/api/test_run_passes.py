@@ -5,25 +5,10 @@ viewer a 403, another workspace's run a 404."""
 from __future__ import annotations
 
 import pytest
-from django.db import transaction
 
-from runs.models import Run
-from runs.services import run_start
 from tests.api.checks import error_of
 from tests.factories import UserFactory, grant
-from tests.support.loops import review_loop
-from tests.support.queued_runs import Driver
-
-
-def out_of_passes(acme) -> tuple[Run, Driver]:
-    driver = Driver()
-    with transaction.atomic():
-        run = run_start(entity=review_loop(acme), input_data={})
-    driver.queue.append(str(run.pk))
-    driver.drain()
-    run.refresh_from_db()
-    assert (run.status, run.error_code) == ("BLOCKED", "MAX_PASSES_EXHAUSTED")
-    return run, driver
+from tests.support.loops import out_of_passes
 
 
 @pytest.fixture

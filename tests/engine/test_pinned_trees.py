@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.worlds import MemoryWorld, OrmWorld, World, io
+from tests.support.worlds import World, io
 
 pytestmark = pytest.mark.smoke
 
 
-@pytest.fixture(params=["memory", pytest.param("orm", marks=pytest.mark.django_db)])
-def world(request: pytest.FixtureRequest) -> World:
-    if request.param == "memory":
-        return MemoryWorld()
-    return OrmWorld(request.getfixturevalue("acme"))
+@pytest.fixture
+def world(each_store: World) -> World:
+    return each_store
 
 
 def persona(name: str, prompt: str) -> dict:

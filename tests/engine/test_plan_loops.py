@@ -11,18 +11,16 @@ from typing import Any
 import pytest
 
 from tests.support.runs import step
-from tests.support.worlds import MemoryWorld, OrmWorld, World, io
+from tests.support.worlds import World, io
 
 pytestmark = pytest.mark.smoke
 
 SETTLED = {"COMPLETED", "FAILED", "CANCELLED", "BLOCKED", "PAUSED"}
 
 
-@pytest.fixture(params=["memory", pytest.param("orm", marks=pytest.mark.django_db)])
-def world(request: pytest.FixtureRequest) -> World:
-    if request.param == "memory":
-        return MemoryWorld()
-    return OrmWorld(request.getfixturevalue("acme"))
+@pytest.fixture
+def world(each_store: World) -> World:
+    return each_store
 
 
 def exits(to: Any, condition: Any) -> list[dict]:

@@ -10,29 +10,16 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import transaction
 from django.test import Client
 
 from runs.models import Run
-from runs.services import run_start
 from tests.factories import UserFactory, grant
-from tests.support.loops import review_loop
-from tests.support.queued_runs import Driver
+from tests.support.loops import out_of_passes, review_loop
 
 
 @pytest.fixture
 def olga(acme):
     return grant(UserFactory(username="olga"), acme, "operator")
-
-
-def out_of_passes(acme) -> tuple[Run, Driver]:
-    driver = Driver()
-    with transaction.atomic():
-        run = run_start(entity=review_loop(acme), input_data={})
-    driver.queue.append(str(run.pk))
-    driver.drain()
-    run.refresh_from_db()
-    return run, driver
 
 
 def test_the_trace_page_gives_more_passes_and_the_run_goes_on(client, acme, olga):

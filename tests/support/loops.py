@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
+
+from runs.models import Run
+from runs.services import run_start
 from tests.factories import EntityFactory
+from tests.support.queued_runs import Driver
 from tests.support.runs import step
 
 
@@ -24,3 +29,15 @@ def review_loop(workspace: Any, *, back_while: int = 3, max_iterations: int = 2)
             "loop_control": {"max_iterations": max_iterations},
         },
     )
+
+
+def out_of_passes(workspace: Any) -> tuple[Run, Driver]:
+    """A run of `review_loop` driven until it runs out of passes (BLOCKED), and its driver."""
+    driver = Driver()
+    with transaction.atomic():
+        run = run_start(entity=review_loop(workspace), input_data={})
+    driver.queue.append(str(run.pk))
+    driver.drain()
+    run.refresh_from_db()
+    assert (run.status, run.error_code) == ("BLOCKED", "MAX_PASSES_EXHAUSTED")
+    return run, driver
