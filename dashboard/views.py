@@ -19,6 +19,7 @@ from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
 
 from dashboard.cards import (
+    custom_metric_rows,
     entity_cost_chart,
     entity_rows,
     headline_cards,
@@ -65,6 +66,7 @@ def dashboard_context(user: Any, params: QueryDict) -> dict:
         if entity is None
         else None,
         "entity_rows": entity_rows(data),
+        "custom_metric_rows": custom_metric_rows(data),
         "several_workspaces": several,
         "time_zone": "UTC",  # buckets are UTC hours and days
     }
