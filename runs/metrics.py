@@ -69,14 +69,16 @@ def custom_metric_rows(
 ) -> list[dict[str, Any]]:
     """The `RunMetric` rows of a run that ended with `output`: one per custom metric whose
     number the output holds (none when the entity declares no custom metric)."""
-    declared = metrics_settings(definition).get("custom_metrics") or ()
+    declared = metrics_settings(definition).get("custom_metrics")
+    if not isinstance(declared, list | tuple):  # never fail a run's end over its settings
+        declared = ()
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     for metric in list(declared)[:MAX_CUSTOM_METRICS]:
         name = metric.get("metric_name") if isinstance(metric, Mapping) else None
-        if not isinstance(name, str) or not name or name in seen:
-            continue
-        seen.add(name)
+        if not isinstance(name, str) or not name or name[:100] in seen:
+            continue  # a name twice (a definition saved before the rule) would fail the row
+        seen.add(name[:100])
         number = metric_number(output, name)
         if number is not None:
             rows.append(

@@ -123,6 +123,21 @@ def test_it_reads_at_most_twenty_metrics_and_each_name_once():
     assert [row["name"] for row in rows] == [f"m{i}" for i in range(20)]
 
 
+def test_names_that_are_one_once_cut_to_the_column_make_one_row():
+    # Definitions saved before validation bounded the names: the column keeps 100 characters.
+    long = "a" * 100
+    declared = [{"metric_name": long + suffix, "aggregation": "SUM"} for suffix in ("b", "c")]
+    rows = custom_metric_rows(
+        definition={"observability": {"metrics": {"custom_metrics": declared}}},
+        output={long + "b": 1, long + "c": 2},
+        run_id="r",
+        workspace_id=1,
+        entity_id="e",
+        now=None,
+    )
+    assert [(row["name"], row["value"]) for row in rows] == [(long, 1.0)]
+
+
 def test_every_figure_is_tracked_unless_turned_off():
     assert tracked(None) == {"track_latency": True, "track_token_usage": True, "track_cost": True}
     off = {"observability": {"metrics": {"track_cost": False, "track_latency": True}}}
