@@ -344,6 +344,12 @@ if not HIERARCH_BASE_URL and _BASE_URL_FILE.is_file():
     HIERARCH_BASE_URL = _BASE_URL_FILE.read_text().strip()
 HIERARCH_BASE_URL = HIERARCH_BASE_URL or "http://127.0.0.1:8000"
 
+# /metrics (Prometheus): a scraper sends this as a bearer token; unset, only a signed-in
+# staff member or superuser may read it.
+HIERARCH_METRICS_TOKEN = env_str("HIERARCH_METRICS_TOKEN")
+if HIERARCH_METRICS_TOKEN and len(HIERARCH_METRICS_TOKEN) < 32:
+    raise ImproperlyConfigured("HIERARCH_METRICS_TOKEN is a secret: 32 characters or more")
+
 CELERY_BEAT_SCHEDULE = {
     "evaluate-alerts": {
         "task": "runs.tasks.evaluate_alerts_task",

@@ -16,6 +16,14 @@ from dashboard.selectors import ApprovalTally, Dashboard, RunTally
 from runs.models import RunStatus
 
 NO_RUNS = "No runs in this period."
+NOT_TRACKED = "not tracked"
+
+# The figures an entity's `observability.metrics.track_*` flag turns off, by card key.
+TRACKED_BY = {
+    "avg_cost": "track_cost",
+    "p95_latency": "track_latency",
+    "tokens_per_success": "track_token_usage",
+}
 
 STATUS_COLORS = {
     RunStatus.COMPLETED: "#067647",
@@ -120,6 +128,28 @@ def change(
 
 
 def headline_cards(data: Dashboard) -> list[Card]:
+    """The cards; a figure the chosen entity does not track reads "not tracked"."""
+    return [_untracked(card) if _hidden(data, card.key) else card for card in _cards(data)]
+
+
+def _hidden(data: Dashboard, key: str) -> bool:
+    flag = TRACKED_BY.get(key)
+    return flag is not None and not data.tracked[flag]
+
+
+def _untracked(card: Card) -> Card:
+    flag = TRACKED_BY[card.key]
+    return Card(
+        card.key,
+        card.label,
+        NOT_TRACKED.capitalize(),
+        f"This entity's definition turns {flag} off (observability.metrics): its runs still "
+        "count it for budgets and limits, and the dashboard leaves it out.",
+        None,
+    )
+
+
+def _cards(data: Dashboard) -> list[Card]:
     now, before = data.current, data.previous
     hitl, hitl_before = data.approvals, data.approvals_previous
     sampled = " (from a sample of the times)" if data.p95_sampled else ""
@@ -228,6 +258,7 @@ def metric_charts(data: Dashboard) -> list[tuple[str, SafeString]]:
     charts = [
         (key, line_chart(title=title, points=_run_points(data, labels, value), unit=unit, **style))
         for key, title, value, style in _RUN_METRICS
+        if not _hidden(data, key)
     ]
     approval_points = [
         Point(label, title, data.approval_buckets.get(bucket, ApprovalTally()).approval_rate)
@@ -286,6 +317,7 @@ def entity_cost_chart(data: Dashboard, *, several_workspaces: bool) -> SafeStrin
             f" over {row.tally.finished:,} finished executions",
         )
         for row in data.entities
+        if row.tracked["track_cost"]
     ]
     return bar_chart(
         title=f"Cost by entity (top {len(rows) or 10})", rows=rows, fmt=usd, empty=NO_RUNS
@@ -293,16 +325,45 @@ def entity_cost_chart(data: Dashboard, *, several_workspaces: bool) -> SafeStrin
 
 
 def entity_rows(data: Dashboard) -> list[dict]:
+    """The entity table; a figure the entity does not track reads "not tracked"."""
+    rows = []
+    for row in data.entities:
+        cost, latency, tokens = (
+            row.tracked[flag] for flag in ("track_cost", "track_latency", "track_token_usage")
+        )
+        rows.append(
+            {
+                "name": row.name,
+                "workspace": row.workspace,
+                "finished": f"{row.tally.finished:,}",
+                "success_rate": pct(row.tally.success_rate),
+                "avg_cost": usd(row.tally.avg_cost) if cost else NOT_TRACKED,
+                "p95": duration(row.tally.p95_ms) if latency else NOT_TRACKED,
+                "tokens_per_success": count(row.tally.tokens_per_success)
+                if tokens
+                else NOT_TRACKED,
+                "cost": usd(row.tally.cost) if cost else NOT_TRACKED,
+            }
+        )
+    return rows
+
+
+def custom_metric_rows(data: Dashboard) -> list[dict]:
+    """The custom metrics table: each entity's metrics over the period, as it aggregates
+    them."""
     return [
         {
-            "name": row.name,
+            "entity": row.entity,
             "workspace": row.workspace,
-            "finished": f"{row.tally.finished:,}",
-            "success_rate": pct(row.tally.success_rate),
-            "avg_cost": usd(row.tally.avg_cost),
-            "p95": duration(row.tally.p95_ms),
-            "tokens_per_success": count(row.tally.tokens_per_success),
-            "cost": usd(row.tally.cost),
+            "name": row.name,
+            "aggregation": row.aggregation,
+            "value": _metric_value(row.value),
+            "runs": f"{row.runs:,}",
         }
-        for row in data.entities
+        for row in data.custom_metrics
     ]
+
+
+def _metric_value(value: float) -> str:
+    """A whole number with its thousands, else six significant digits."""
+    return f"{round(value):,}" if value == round(value) else f"{value:,.6g}"

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -37,6 +37,7 @@ from typing import Any
 from django.db import NotSupportedError, connection
 from django.db.models import (
     Aggregate,
+    Avg,
     BooleanField,
     Case,
     Count,
@@ -45,6 +46,8 @@ from django.db.models import (
     FloatField,
     Func,
     IntegerField,
+    Max,
+    Min,
     Q,
     QuerySet,
     Sum,
@@ -58,7 +61,8 @@ from approvals.models import OPEN, Approval, ApprovalStatus, Decision
 from entities.models import Entity, Workspace
 from governance.models import Alert
 from governance.permissions import scope
-from runs.models import TERMINAL, Run, RunStatus
+from runs.metrics import metrics_settings, tracked
+from runs.models import TERMINAL, Run, RunMetric, RunStatus
 
 # A run's time at work: its run time less the time it waited on a person (never below 0:
 # requests of parallel branches wait at the same time and are each counted).
@@ -70,6 +74,7 @@ WORKING_MS = Greatest(
 P95_SAMPLE_MAX = 50_000  # times read on SQLite for the P95s of one dashboard
 ENTITY_ROWS = 10  # entities in "cost by entity"
 ALERT_ROWS = 20
+CUSTOM_METRIC_ROWS = 50  # custom metrics listed, the most recorded first
 DECIDED = (ApprovalStatus.APPROVED, ApprovalStatus.REJECTED, ApprovalStatus.TIMEOUT)
 
 
@@ -291,6 +296,21 @@ class EntityRow:
     name: str
     workspace: str
     tally: RunTally
+    # the entity's `observability.metrics.track_*` flags (runs/metrics.py `tracked`)
+    tracked: dict[str, bool] = field(default_factory=lambda: tracked(None))
+
+
+@dataclass
+class CustomMetricRow:
+    """One custom metric of one entity over the period, aggregated as the entity declares."""
+
+    entity_id: Any
+    entity: str
+    workspace: str
+    name: str
+    aggregation: str  # SUM, AVG, MAX, MIN or COUNT
+    value: float
+    runs: int  # the runs that recorded a number for it
 
 
 @dataclass
@@ -307,6 +327,9 @@ class Dashboard:
     entities: list[EntityRow]
     alerts: list[Alert]
     p95_sampled: bool = False  # SQLite read only a sample of the times
+    custom_metrics: list[CustomMetricRow] = field(default_factory=list)
+    # the chosen entity's track_* flags; every figure is tracked without an entity chosen
+    tracked: dict[str, bool] = field(default_factory=lambda: tracked(None))
 
 
 def dashboard_metrics(
@@ -352,6 +375,8 @@ def dashboard_metrics(
         entities=entities,
         alerts=_open_alerts(user, workspace, entity),
         p95_sampled=sampled,
+        custom_metrics=_custom_metrics(user, workspace, entity, window),
+        tracked=tracked({"observability": entity.observability} if entity is not None else None),
     )
 
 
@@ -499,7 +524,7 @@ def _entity_rows(
     entities = []
     for row in (
         finished.filter(completed_at__gte=window.start)
-        .values("entity_id", "entity__name", "workspace__name")
+        .values("entity_id", "entity__name", "workspace__name", "entity__observability")
         .annotate(**_tallies(), **p95)
         .order_by("-cost", "entity__name")[:ENTITY_ROWS]
     ):
@@ -507,9 +532,65 @@ def _entity_rows(
         if sampled_p95 is not None:
             tally.p95_ms = sampled_p95.get(row["entity_id"])
         entities.append(
-            EntityRow(row["entity_id"], row["entity__name"], row["workspace__name"], tally)
+            EntityRow(
+                row["entity_id"],
+                row["entity__name"],
+                row["workspace__name"],
+                tally,
+                tracked({"observability": row["entity__observability"]}),
+            )
         )
     return entities
+
+
+def _custom_metrics(
+    user: Any, workspace: Workspace | None, entity: Entity | None, window: Window
+) -> list[CustomMetricRow]:
+    """The custom metrics recorded in the period: one GROUP BY by entity and metric, every
+    aggregation at once, with the entity's definition as it is now, which says the
+    aggregation shown (a metric the entity no longer declares is left out). At most
+    CUSTOM_METRIC_ROWS, the most recorded first; listed by entity, then metric."""
+    metrics = scope(RunMetric.objects.filter(run__trial=False), user).filter(
+        recorded_at__gte=window.start, recorded_at__lt=window.end
+    )
+    if workspace is not None:
+        metrics = metrics.filter(workspace=workspace)
+    if entity is not None:
+        metrics = metrics.filter(entity=entity)
+    rows = []
+    for row in (
+        metrics.values(
+            "entity_id", "entity__name", "workspace__name", "entity__observability", "name"
+        )
+        .annotate(
+            COUNT=Count("pk"),
+            SUM=Sum("value"),
+            AVG=Avg("value"),
+            MAX=Max("value"),
+            MIN=Min("value"),
+        )
+        .order_by("-COUNT", "entity_id", "name")[:CUSTOM_METRIC_ROWS]
+    ):
+        settings = metrics_settings({"observability": row["entity__observability"]})
+        declared = {
+            metric.get("metric_name"): metric.get("aggregation")
+            for metric in settings.get("custom_metrics") or ()
+        }
+        aggregation = declared.get(row["name"])
+        if aggregation not in ("SUM", "AVG", "MAX", "MIN", "COUNT"):
+            continue
+        rows.append(
+            CustomMetricRow(
+                entity_id=row["entity_id"],
+                entity=row["entity__name"],
+                workspace=row["workspace__name"],
+                name=row["name"],
+                aggregation=aggregation,
+                value=float(row[aggregation]),
+                runs=row["COUNT"],
+            )
+        )
+    return sorted(rows, key=lambda row: (row.entity, row.workspace, row.name))
 
 
 def _open_alerts(user: Any, workspace: Workspace | None, entity: Entity | None) -> list[Alert]:

@@ -8,17 +8,21 @@ not pick come back as field errors (422) and no numbers are shown for them.
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, QueryDict
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from dashboard.cards import (
+    custom_metric_rows,
     entity_cost_chart,
     entity_rows,
     headline_cards,
@@ -26,6 +30,7 @@ from dashboard.cards import (
     status_chart,
 )
 from dashboard.forms import ENTITIES_OF, DashboardFilterForm
+from dashboard.prometheus import HierarchCollector
 from dashboard.selectors import PERIODS, dashboard_metrics
 
 
@@ -65,6 +70,7 @@ def dashboard_context(user: Any, params: QueryDict) -> dict:
         if entity is None
         else None,
         "entity_rows": entity_rows(data),
+        "custom_metric_rows": custom_metric_rows(data),
         "several_workspaces": several,
         "time_zone": "UTC",  # buckets are UTC hours and days
     }
@@ -92,3 +98,29 @@ def dashboard_panel(request: HtmxHttpRequest) -> HttpResponse:
         query = context["query"]
         push_url(response, reverse("dashboard:index") + (f"?{query}" if query else ""))
     return response
+
+
+@require_GET
+def prometheus_metrics(request: HttpRequest) -> HttpResponse:
+    """The instance's figures in Prometheus' text format (dashboard/prometheus.py), for a
+    scraper holding HIERARCH_METRICS_TOKEN as a bearer token, or a signed-in staff member or
+    superuser; 403 for anyone else."""
+    if not _may_scrape(request):
+        return HttpResponseForbidden(
+            "Send HIERARCH_METRICS_TOKEN as a bearer token, or sign in as staff.",
+            content_type="text/plain",
+        )
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(HierarchCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+
+
+def _may_scrape(request: HttpRequest) -> bool:
+    user = request.user
+    if user.is_authenticated and user.is_active and (user.is_staff or user.is_superuser):
+        return True
+    token = settings.HIERARCH_METRICS_TOKEN
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if not token or scheme.lower() != "bearer":
+        return False
+    return secrets.compare_digest(given.strip().encode(), token.encode())

@@ -458,6 +458,26 @@ def _semantic_problems(d: dict, valid: set[str]) -> list[Problem]:
         problems += _governance_problems(d["governance"])
     if "io_contract" in valid:
         problems += _io_contract_problems(d["io_contract"])
+    if "observability" in valid:
+        problems += _custom_metric_problems(d["observability"]["metrics"]["custom_metrics"])
+    return problems
+
+
+def _custom_metric_problems(custom_metrics: list[dict]) -> list[Problem]:
+    """Each custom metric is one row per run under its name: a name declared twice would
+    record one number under two aggregations."""
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for index, metric in enumerate(custom_metrics):
+        name = metric["metric_name"]
+        if name in seen:
+            problems.append(
+                Problem(
+                    join_path("observability", "metrics", "custom_metrics", index, "metric_name"),
+                    f"{name!r} is declared twice; give each custom metric its own name",
+                )
+            )
+        seen.add(name)
     return problems
 
 

@@ -460,3 +460,32 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"webhook {self.delivery_id} #{self.attempt} ({self.status})"
+
+
+class RunMetric(models.Model):
+    """One custom metric of a run (the entity's `observability.metrics.custom_metrics`): the
+    number its output held at the metric's name when the run ended. The run's workspace,
+    entity and end are copied here so the dashboard aggregates these rows alone."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metrics", db_index=False)
+    workspace = models.ForeignKey(
+        "entities.Workspace", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    entity = models.ForeignKey(
+        "entities.Entity", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    name = models.CharField(max_length=100)
+    value = models.FloatField()
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "name"], name="run_metric_once"),
+        ]
+        indexes = [
+            models.Index(fields=["workspace", "recorded_at"], name="run_metric_window_idx"),
+            models.Index(fields=["entity", "recorded_at"], name="run_metric_entity_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.value} (run {self.run_id})"

@@ -58,12 +58,14 @@ from runs.engine.state import take_pending
 from runs.engine.storage import DispatchingStore
 from runs.engine.tree import descendants
 from runs.events import append_event_rows, append_events
+from runs.metrics import custom_metric_rows
 from runs.models import (
     TERMINAL,
     Artifact,
     LLMCall,
     MemoryItem,
     Run,
+    RunMetric,
     RunStatus,
     StepRun,
     ToolCall,
@@ -1096,6 +1098,7 @@ class OrmRunStore(DispatchingStore):
                 lease_owner="",
                 lease_expires_at=None,
             )
+            self._record_metrics(run, now)
             if run.parent_id is not None and run.budget_anchor == run.id:
                 sql.return_budget(run.id, run.parent_id)  # what it did not use goes back
             if finish.forget is not None:
@@ -1149,6 +1152,7 @@ class OrmRunStore(DispatchingStore):
                 lease_owner="",
                 lease_expires_at=None,
             )
+            self._record_metrics(run, now)
 
         self._deferred = _Deferred(child=run, parent=parent, write=write, items=items, steps=steps)
         self._taken[parent.id] = parent.changed(
@@ -1162,6 +1166,21 @@ class OrmRunStore(DispatchingStore):
         )
         self._outcomes[(parent.id, run.parent_step_key)] = self._outcome(run)
         return parent.id
+
+    @staticmethod
+    def _record_metrics(run: RunView, now: Any) -> None:
+        """The run's custom metrics (runs/metrics.py), in its end's transaction: one
+        statement, and none for an entity that declares no custom metric."""
+        rows = custom_metric_rows(
+            definition=run.definition,
+            output=run.output,
+            run_id=run.id,
+            workspace_id=run.workspace_id,
+            entity_id=run.entity_id,
+            now=now,
+        )
+        if rows:
+            sql.insert(RunMetric, rows, conflict=("run", "name"), update=("value", "recorded_at"))
 
     @staticmethod
     def _outcome(run: RunView) -> ChildOutcome:

@@ -235,7 +235,7 @@ def test_the_number_of_queries_does_not_grow_with_runs_entities_or_buckets(alice
             decided(run, ApprovalStatus.APPROVED, "approve", at=NOW - hours * HOUR)
     assert queries("24h") == few
     assert queries("30d") == few
-    assert few <= 9
+    assert few <= 10  # the tenth: the custom metrics' GROUP BY
 
 
 def test_the_python_p95_reads_at_most_a_sample_of_the_times(writer, monkeypatch):

@@ -642,3 +642,44 @@ def test_a_refused_update_leaves_the_stored_definition_unchanged(acme, chain):
     assert after.description == "a does one thing well"
     assert list(after.child_links.values_list("child__name", flat=True)) == ["b"]
     assert list(a.versions.values_list("version", flat=True)) == versions
+
+
+# Custom metrics (observability.metrics.custom_metrics)
+
+
+def custom(*names: str) -> dict:
+    return {
+        "metrics": {"custom_metrics": [{"metric_name": n, "aggregation": "SUM"} for n in names]}
+    }
+
+
+def test_it_accepts_custom_metrics_named_by_a_key_or_a_dotted_path(acme):
+    saved = entity_save(
+        workspace=acme, definition=definition("m", observability=custom("score", "quality.score"))
+    ).entity
+
+    names = [m["metric_name"] for m in saved.observability["metrics"]["custom_metrics"]]
+    assert names == ["score", "quality.score"]
+
+
+def test_it_refuses_more_than_twenty_custom_metrics(acme):
+    problems = refused(acme, definition("m", observability=custom(*(f"m{i}" for i in range(21)))))
+
+    assert at(problems, "observability.metrics.custom_metrics") == "has 21 items; at most 20"
+
+
+@pytest.mark.parametrize("name", ["has space", "1st", "a..b", "trailing.", "a-b"])
+def test_it_refuses_a_custom_metric_name_that_is_not_a_key_path(acme, name):
+    problems = refused(acme, definition("m", observability=custom(name)))
+
+    assert at(problems, "observability.metrics.custom_metrics[0].metric_name").startswith(
+        "must name a key of the output, or a dotted path to one"
+    )
+
+
+def test_it_refuses_a_custom_metric_declared_twice(acme):
+    problems = refused(acme, definition("m", observability=custom("score", "cost", "score")))
+
+    assert at(problems, "observability.metrics.custom_metrics[2].metric_name") == (
+        "'score' is declared twice; give each custom metric its own name"
+    )
