@@ -44,10 +44,20 @@ def tracing(settings):
     return configure
 
 
+DEMO_INPUT = {
+    "job_description": (
+        "We are seeking a Senior Software Engineer to design and build distributed systems, "
+        "mentor engineers and own critical services end to end across our platform."
+    ),
+    "company_name": "TechCorp",
+}
+
+
 def demo_run() -> Run:
+    """The demo's video ad process, four levels deep, with model and tool calls."""
     call_command("setup_demo", stdout=None)
     process = Entity.objects.get(workspace__slug="demo", name="video_ad_creation_process")
-    run = Driver().run(process, GOOD_INPUT)
+    run = Driver().run(process, DEMO_INPUT)
     assert run.status == "COMPLETED", (run.error_code, run.error_message)
     return run
 
@@ -148,7 +158,7 @@ def test_model_and_tool_calls_carry_the_gen_ai_attributes_and_no_text(db, tracin
 
     # Metadata only: no prompt, answer, input, output or tool argument leaves.
     (body,) = receiver.bodies
-    for text in [GOOD_INPUT["job_description"][:40], GOOD_INPUT["company_name"]]:
+    for text in [DEMO_INPUT["job_description"][:40], DEMO_INPUT["company_name"]]:
         assert text.encode() not in body
     texts = [t for c in model_calls for t in (c.input_prompt, c.output_response) if len(t) > 80]
     assert texts
