@@ -9,9 +9,10 @@ the engine's path (the inline executor's background thread, or a Celery task):
   that started it; the root run's span has no parent;
 - one span per step attempt (`step <name>`), under its run's span;
 - one span per model call (`chat <model>`, the GenAI semantic conventions:
-  `gen_ai.operation.name`, `gen_ai.request.model`, `gen_ai.provider.name` and
-  `gen_ai.system`, `gen_ai.usage.input_tokens` / `output_tokens`) and per tool call
-  (`execute_tool <tool>`, `gen_ai.tool.name`), under the step that made it.
+  `gen_ai.operation.name`, `gen_ai.request.model`, `gen_ai.provider.name`,
+  `gen_ai.usage.input_tokens` / `output_tokens`, and `gen_ai.usage.cost` as Langfuse reads
+  it) and per tool call (`execute_tool <tool>`, `gen_ai.tool.name`), under the step that
+  made it (a planning call, made before any step, under its run).
 
 The trace id is the 128 bits of the run's trace id (the root run's UUID); each span id is
 made from its row, so a trace exported twice is the same trace. Only metadata leaves:
@@ -31,13 +32,13 @@ is logged (the host only) and the run is not touched.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -45,13 +46,13 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 from opentelemetry import trace as otel
-from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
-from opentelemetry.sdk.trace.id_generator import IdGenerator
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON, TraceIdRatioBased
+from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Status, StatusCode
 
 from runs import background
 from runs.models import TERMINAL
@@ -176,30 +177,6 @@ def span_id_of(kind: str, pk: Any) -> int:
     return int.from_bytes(digest, "big") or 1
 
 
-class _PlannedIds(IdGenerator):
-    """Hands the tracer the ids the rows make: the trace's, and the next span's."""
-
-    def __init__(self, trace_id: int) -> None:
-        self.trace_id = trace_id
-        self.next_span_id = 0
-
-    def generate_span_id(self) -> int:
-        return self.next_span_id
-
-    def generate_trace_id(self) -> int:
-        return self.trace_id
-
-
-class _Collected(SpanProcessor):
-    """Keeps every ended span, to send in one request."""
-
-    def __init__(self) -> None:
-        self.spans: list[ReadableSpan] = []
-
-    def on_end(self, span: ReadableSpan) -> None:
-        self.spans.append(span)
-
-
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -219,22 +196,27 @@ def _annotations(raw: Any) -> list[str]:
     return [str(label)[:LONGEST_ANNOTATION] for label in raw[:MOST_ANNOTATIONS]]
 
 
+_SAMPLED = otel.TraceFlags(otel.TraceFlags.SAMPLED)
+_ERROR = Status(StatusCode.ERROR)
+_SCOPE = InstrumentationScope(SCOPE)
+
+
+@functools.cache
+def _resource(service_name: str) -> Resource:
+    """What sends the spans: the service, and what OTEL_RESOURCE_ATTRIBUTES adds."""
+    return Resource.create({"service.name": service_name})
+
+
 class _Builder:
-    """The spans of one trace, made with the SDK's tracer from the recorded rows."""
+    """The spans of one trace, made from the recorded rows as the SDK's finished spans are
+    (its tracer would check each attribute and lock each span again, for rows that are
+    finished already: half the export's time)."""
 
     def __init__(self, trace_id: int) -> None:
-        self.ids = _PlannedIds(trace_id)
-        self.collected = _Collected()
-        provider = TracerProvider(
-            sampler=ALWAYS_ON,  # sampled already, by trace_sampled
-            resource=Resource.create({"service.name": _config()["SERVICE_NAME"]}),
-            id_generator=self.ids,
-        )
-        provider.add_span_processor(self.collected)
-        self.tracer = provider.get_tracer(SCOPE)
         self.trace_id = trace_id
+        self.resource = _resource(_config()["SERVICE_NAME"])
+        self.spans: list[ReadableSpan] = []
 
-    @contextmanager
     def span(
         self,
         name: str,
@@ -246,31 +228,28 @@ class _Builder:
         attributes: dict[str, Any],
         kind: otel.SpanKind = otel.SpanKind.INTERNAL,
         error: str = "",
-    ) -> Iterator[None]:
-        context = None
-        if parent is not None:
-            parent_context = otel.SpanContext(
-                self.trace_id,
-                parent,
-                is_remote=False,
-                trace_flags=otel.TraceFlags(otel.TraceFlags.SAMPLED),
-            )
-            context = otel.set_span_in_context(otel.NonRecordingSpan(parent_context), Context())
-        self.ids.next_span_id = span_id
-        span = self.tracer.start_span(
-            name,
-            context=context,
-            kind=kind,
-            attributes={k: v for k, v in attributes.items() if v not in (None, "")},
-            start_time=_ns(start),
-        )
+    ) -> None:
+        attributes = {k: v for k, v in attributes.items() if v is not None and v != ""}
         if error:
-            span.set_attribute("error.type", error)
-            span.set_status(otel.Status(otel.StatusCode.ERROR))
-        try:
-            yield
-        finally:
-            span.end(end_time=max(_ns(end), _ns(start)))
+            attributes["error.type"] = error
+        self.spans.append(
+            ReadableSpan(
+                name,
+                context=otel.SpanContext(self.trace_id, span_id, False, _SAMPLED),
+                parent=(
+                    otel.SpanContext(self.trace_id, parent, False, _SAMPLED)
+                    if parent is not None
+                    else None
+                ),
+                resource=self.resource,
+                attributes=attributes,
+                kind=kind,
+                status=_ERROR if error else Status(StatusCode.UNSET),
+                start_time=_ns(start),
+                end_time=max(_ns(end), _ns(start)),
+                instrumentation_scope=_SCOPE,
+            )
+        )
 
 
 def trace_spans(trace_id: Any, rows: dict[str, list[dict]]) -> Sequence[ReadableSpan]:
@@ -291,7 +270,7 @@ def trace_spans(trace_id: Any, rows: dict[str, list[dict]]) -> Sequence[Readable
         if run["parent_id"] is not None:
             parent = _step_span_for(step_spans, run) or span_id_of("run", run["parent_id"])
         _run_spans(builder, run, parent, steps_of.get(run["id"], []), calls_of, step_spans)
-    return builder.collected.spans
+    return builder.spans
 
 
 def _step_span_for(
@@ -319,68 +298,54 @@ def _run_spans(
     end = run["completed_at"] or max([start, *(s["finished_at"] or start for s in steps)])
     span_id = span_id_of("run", run["id"])
     name = run["entity__name"]
-    attributes = {
-        "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.agent.name": name,
-        "gen_ai.agent.id": str(run["entity_id"]),
-        "gen_ai.agent.version": run["entity_version__version"],
-        "hierarch.run.id": str(run["id"]),
-        "hierarch.entity.type": run["entity__type"],
-        "hierarch.run.status": run["status"],
-        "hierarch.workspace.id": run["workspace_id"],
-        "hierarch.cost_usd": float(run["total_cost_usd"]),
-        "hierarch.tokens": run["total_tokens"],
-        "hierarch.llm_calls": run["llm_calls"],
-        "hierarch.tool_calls": run["tool_calls"],
-        "hierarch.span_annotations": _annotations(run[ANNOTATIONS]) or None,
-    }
     failed = run["status"] == "FAILED"
-    error = (run["error_code"] or "RUN_FAILED") if failed else ""
-    with builder.span(
+    builder.span(
         f"invoke_agent {name}",
         span_id=span_id,
         parent=parent,
         start=start,
         end=end,
-        attributes=attributes,
-        error=error,
-    ):
-        for call in calls_of.get(("run", run["id"]), []):
-            _call_span(builder, call, span_id)
-        for step in steps:
-            step_span = span_id_of("step", step["id"])
-            step_spans.setdefault((run["id"], step["step_key"]), []).append(
-                (step["started_at"], step_span)
-            )
-            _step_span(builder, step, step_span, span_id, end, calls_of.get(step["id"], []))
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": name,
+            "gen_ai.agent.version": run["entity_version__version"],
+            "gen_ai.usage.cost": float(run["total_cost_usd"]),
+            "hierarch.run.id": str(run["id"]),
+            "hierarch.entity.type": run["entity__type"],
+            "hierarch.run.status": run["status"],
+            "hierarch.span_annotations": _annotations(run[ANNOTATIONS]) or None,
+        },
+        error=(run["error_code"] or "RUN_FAILED") if failed else "",
+    )
+    for call in calls_of.get(("run", run["id"]), []):
+        _call_span(builder, call, span_id)
+    for step in steps:
+        step_span = span_id_of("step", step["id"])
+        step_spans.setdefault((run["id"], step["step_key"]), []).append(
+            (step["started_at"], step_span)
+        )
+        _step_span(builder, step, step_span, span_id, end)
+        for call in calls_of.get(step["id"], []):
+            _call_span(builder, call, step_span)
 
 
-def _step_span(
-    builder: _Builder,
-    step: dict,
-    span_id: int,
-    parent: int,
-    run_end: datetime,
-    calls: list[tuple[str, dict]],
-) -> None:
+def _step_span(builder: _Builder, step: dict, span_id: int, parent: int, run_end: datetime) -> None:
     failed = step["status"] == "FAILED"
-    with builder.span(
+    builder.span(
         f"step {step['name']}",
         span_id=span_id,
         parent=parent,
         start=step["started_at"],
         end=step["finished_at"] or run_end,
         attributes={
-            "hierarch.step.key": step["step_key"],
             "hierarch.step.type": step["type"],
             "hierarch.step.status": step["status"],
-            "hierarch.step.iteration": step["iteration"],
-            "hierarch.step.attempt": step["attempt"],
+            # The first pass's first attempt says nothing: left out (each attribute is sent).
+            "hierarch.step.iteration": step["iteration"] if step["iteration"] > 1 else None,
+            "hierarch.step.attempt": step["attempt"] if step["attempt"] > 1 else None,
         },
         error=(step["error_code"] or "STEP_FAILED") if failed else "",
-    ):
-        for call in calls:
-            _call_span(builder, call, span_id)
+    )
 
 
 def _call_span(builder: _Builder, call: tuple[str, dict], parent: int) -> None:
@@ -388,41 +353,30 @@ def _call_span(builder: _Builder, call: tuple[str, dict], parent: int) -> None:
     end = row["timestamp"]  # recorded when the call returned
     start = end - timedelta(milliseconds=row["latency_ms"])
     if kind == "llm":
-        attributes = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": row["model_name"],
-            "gen_ai.provider.name": row["model_provider"],
-            "gen_ai.system": row["model_provider"],
-            "gen_ai.usage.input_tokens": row["prompt_tokens"],
-            "gen_ai.usage.output_tokens": row["completion_tokens"],
-            "gen_ai.request.temperature": row["temperature"],
-            "hierarch.llm.purpose": row["purpose"],
-            "hierarch.cost_usd": float(row["cost_usd"]),
-        }
-        with builder.span(
+        builder.span(
             f"chat {row['model_name']}",
             span_id=span_id_of("llm", row["id"]),
             parent=parent,
             start=start,
             end=end,
-            attributes=attributes,
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": row["model_name"],
+                "gen_ai.provider.name": row["model_provider"],
+                "gen_ai.usage.input_tokens": row["prompt_tokens"],
+                "gen_ai.usage.output_tokens": row["completion_tokens"],
+                "gen_ai.usage.cost": float(row["cost_usd"]),
+                "gen_ai.request.temperature": row["temperature"],
+            },
             kind=otel.SpanKind.CLIENT,
-        ):
-            pass
+        )
         return
-    with builder.span(
+    builder.span(
         f"execute_tool {row['tool_id']}",
         span_id=span_id_of("tool", row["id"]),
         parent=parent,
         start=start,
         end=end,
-        attributes={
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": row["tool_id"],
-            "gen_ai.tool.call.id": str(row["id"]),
-            "gen_ai.tool.type": "function",
-            "hierarch.tool.provider": row["provider"],
-        },
+        attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": row["tool_id"]},
         error="" if row["success"] else "TOOL_FAILED",
-    ):
-        pass
+    )

@@ -142,7 +142,8 @@ def test_model_and_tool_calls_carry_the_gen_ai_attributes_and_no_text(db, tracin
         found = attributes(span)
         assert found["gen_ai.operation.name"] == "chat"
         assert found["gen_ai.request.model"] == call.model_name
-        assert found["gen_ai.provider.name"] == found["gen_ai.system"] == call.model_provider
+        assert found["gen_ai.provider.name"] == call.model_provider
+        assert found["gen_ai.usage.cost"] == float(call.cost_usd)
         assert found["gen_ai.usage.input_tokens"] == call.prompt_tokens
         assert found["gen_ai.usage.output_tokens"] == call.completion_tokens
         assert span.end_time_unix_nano == _ns(call.timestamp)
