@@ -262,25 +262,28 @@ def _closed_port() -> int:
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("receiver_down", [False, True])
-def test_a_receiver_that_fails_or_is_down_neither_fails_nor_slows_the_run(
-    acme, tracing, settings, caplog, receiver_down
+@pytest.mark.parametrize("receiver", ["failing", "slow", "down"])
+def test_a_receiver_that_fails_is_slow_or_is_down_neither_fails_nor_slows_the_run(
+    acme, tracing, caplog, receiver
 ):
-    settings.HIERARCH_EXECUTOR = "inline"
     caplog.set_level(logging.WARNING, logger="runs.tracing")
-    with OtlpReceiver(status=500) as receiver:
-        endpoint = receiver.endpoint
-        if receiver_down:
+    entity = greeter(acme)
+    Driver().run(entity, GOOD_INPUT)  # the first model call of a process imports litellm
+    # The slow receiver answers 500 after 2.5 s: the run, driven in this thread where the
+    # engine's after-commit work runs, must be over long before.
+    with OtlpReceiver(status=500, delay=2.5 if receiver == "slow" else 0.0) as answering:
+        endpoint = answering.endpoint
+        if receiver == "down":
             endpoint = f"http://user:hunter2@127.0.0.1:{_closed_port()}/v1/traces?key=sekrit"
-        tracing(endpoint, TIMEOUT_SECONDS=3.0)
+        tracing(endpoint, TIMEOUT_SECONDS=4.0)
         started = time.monotonic()
-        run = ran_inline(greeter(acme), GOOD_INPUT)
+        run = Driver().run(entity, GOOD_INPUT)
         took = time.monotonic() - started
         assert background.settle(15)
     assert run.status == "COMPLETED" and run.error_code == ""
-    assert took < 3.0  # the export's own timeout: the run did not wait for it
-    if not receiver_down:
-        assert len(receiver.requests) >= 1
+    assert took < 1.5, took  # the run did not wait for the export
+    if receiver != "down":
+        assert len(answering.requests) == 1
     (warning,) = [r for r in caplog.records if "not exported" in r.getMessage()]
     assert str(run.trace_id) in warning.getMessage()
     assert "hunter2" not in warning.getMessage() and "sekrit" not in warning.getMessage()

@@ -12,12 +12,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 
 class OtlpReceiver:
-    """Records each request's raw body and its spans; answers `status` (200 by default)."""
+    """Records each request's raw body and its spans; answers `status` (200 by default),
+    after `delay` seconds."""
 
-    def __init__(self, *, status: int = 200) -> None:
+    def __init__(self, *, status: int = 200, delay: float = 0.0) -> None:
         self.bodies: list[bytes] = []
         self.requests: list[ExportTraceServiceRequest] = []
         self.status = status
+        self.delay = delay
         self._arrived = threading.Condition()
         receiver = self
 
@@ -30,6 +32,7 @@ class OtlpReceiver:
                     receiver.bodies.append(body)
                     receiver.requests.append(request)
                     receiver._arrived.notify_all()
+                time.sleep(receiver.delay)
                 self.send_response(receiver.status)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
