@@ -208,9 +208,10 @@ def _resource(service_name: str) -> Resource:
 
 
 class _Builder:
-    """The spans of one trace, made from the recorded rows as the SDK's finished spans are
-    (its tracer would check each attribute and lock each span again, for rows that are
-    finished already: half the export's time)."""
+    """The spans of one trace, made from the recorded rows as the SDK's finished spans are:
+    `ReadableSpan`, the type its exporters take (its constructor is public; its docstring
+    prefers spans made by a tracer, which checks each attribute and locks each span again,
+    for rows that are finished already: half the export's time)."""
 
     def __init__(self, trace_id: int) -> None:
         self.trace_id = trace_id
