@@ -1,8 +1,8 @@
 """Engine speed: run a generated hierarchy end to end and print what it cost.
 
     .venv/bin/python bench/engine.py --shape 10,10,10 [--links sequential|parallel]
-        [--executor sync|inline|celery] [--workers N] [--latency-ms N] [--governed] [--json]
-        [--profile FILE]
+        [--executor sync|inline|celery] [--workers N] [--latency-ms N] [--governed] [--otlp]
+        [--json] [--profile FILE]
 
 Builds process → agents → skills → actions of the given shape (3,2,2 is 22 nodes; 5,5,5 is
 156; 10,10,10 is 1,111). Each action makes one model call (the offline model, through
@@ -18,7 +18,9 @@ of DATABASE_URL, run once, and measured:
   settings' pool of threads (needs a broker).
 
 With --governed the tree runs under a budget and call limits (seed 000 §3.7, never reached),
-so the difference to a run without shows what checking them costs per node.
+so the difference to a run without shows what checking them costs per node. With --otlp the
+trace is exported as OpenTelemetry spans to a loopback receiver (bench/otlp_sink.py, its own
+process) when the root ends; the sync figures include the export.
 
 Prints a summary, or one JSON line with --json: nodes, wall_s, per_node_ms, queries_per_node
 and round_trips_per_node (sync only, where they are counted in this process: queries sent,
@@ -46,6 +48,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,8 +72,9 @@ from django.db import connection  # noqa: E402
 
 from entities.models import Entity, Workspace  # noqa: E402
 from entities.services import entities_import  # noqa: E402
-from runs import sql  # noqa: E402
+from runs import background, sql  # noqa: E402
 from runs.models import TERMINAL, LLMCall, Run, RunEvent, StepRun, ToolCall  # noqa: E402
+from runs.tracing import trace_export  # noqa: E402
 
 TYPES = ("PROCESS", "AGENT", "SKILL", "ACTION")
 TOOL = {
@@ -165,6 +169,7 @@ def rows_in_trace(trace_id: uuid.UUID) -> int:
 IDLE = TransactionStatus.IDLE
 COUNTED: dict[str, int] = {}  # round trips and queries over the run (sync only)
 CPU: dict[str, float] = {}  # this process's CPU time over the run (sync only)
+OTLP: dict[str, int] = {}  # with --otlp: the receiver's port, and what it took
 
 
 def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]:
@@ -301,6 +306,9 @@ def run_sync(root: Entity, profile: str | None = None) -> tuple[Run, int, float]
                 # planner statistics once a runs table has doubled.
                 sql.analyze(grown_only=True)
                 analysed = time.monotonic()
+        # The work the run's end left to this process's background threads (the trace's
+        # export with --otlp; nothing otherwise) is the run's too.
+        background.settle(60)
     finally:
         if profiler is not None:
             profiler.disable()
@@ -451,6 +459,13 @@ def main() -> None:
         action="store_true",
         help="give the tree a budget and call limits, to measure what enforcing them costs",
     )
+    parser.add_argument(
+        "--otlp",
+        action="store_true",
+        help="export the trace as OpenTelemetry spans (runs/tracing.py) to a loopback OTLP/HTTP "
+        "receiver in a process of its own (bench/otlp_sink.py); sync counts the export's "
+        "CPU and time in the run's",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--profile",
@@ -478,6 +493,7 @@ def main() -> None:
         "LATENCY_MS": args.latency_ms,
     }
     call_command("migrate", verbosity=0)
+    sink = otlp_sink_start() if args.otlp else None
     workspace = Workspace.objects.create(name="bench", slug=f"bench-{uuid.uuid4().hex[:8]}")
     entities_import(workspace=workspace, definitions=bundle(shape, args.links, args.governed))
     root = Entity.objects.get(workspace=workspace, name="process0")
@@ -495,6 +511,7 @@ def main() -> None:
             if index < args.repeat - 1:
                 report(args, nodes, run, queries, wall, [])
         if args.repeat > 1:
+            otlp_finish(sink, run)
             report(args, nodes, run, queries, wall, [])
             print(
                 json.dumps({"median_per_node_ms": round(statistics.median(walls), 3)})
@@ -532,7 +549,49 @@ def main() -> None:
         worker.terminate()
     for worker in workers:
         worker.wait(timeout=30)
+    otlp_finish(sink, run)
     report(args, nodes, run, queries, wall, worker_rss, sampled, worker_cpu)
+
+
+def otlp_sink_start() -> subprocess.Popen:
+    """The loopback OTLP receiver (bench/otlp_sink.py), and the trace export pointed at it."""
+    sink = subprocess.Popen(  # noqa: S603
+        [sys.executable, str(ROOT / "bench" / "otlp_sink.py")], stdout=subprocess.PIPE, text=True
+    )
+    assert sink.stdout is not None
+    port = int(sink.stdout.readline())
+    settings.HIERARCH_TRACING = {
+        **settings.HIERARCH_TRACING,
+        "ENDPOINT": f"http://127.0.0.1:{port}/v1/traces",
+        "SAMPLING_RATE": 1.0,
+    }
+    OTLP["port"] = port
+    return sink
+
+
+def otlp_finish(sink: subprocess.Popen | None, run: Run) -> None:
+    """With --otlp: what the receiver took, and the CPU one export of the run's trace takes
+    in this process (read, spans, encoding, the request), the median of 5, measured apart
+    from the run (the run's figures are noisier than the export's share)."""
+    if sink is None:
+        return
+    background.settle(60)
+    OTLP.update(otlp_sink_stats(sink))
+    spent = []
+    for _ in range(5):
+        before = time.process_time()
+        trace_export(trace_id=run.trace_id)
+        spent.append(time.process_time() - before)
+    OTLP["export_cpu_ms"] = round(statistics.median(spent) * 1000, 2)
+    sink.terminate()
+    sink.wait(timeout=10)
+
+
+def otlp_sink_stats(sink: subprocess.Popen) -> dict:
+    """What the receiver took: requests, spans and bytes."""
+    url = f"http://127.0.0.1:{OTLP['port']}/stats"
+    with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - loopback
+        return json.loads(answer.read())
 
 
 def start_worker(index: int, args: argparse.Namespace) -> subprocess.Popen:
@@ -600,6 +659,10 @@ def report(
             round(rss / args.workers / in_flight, 2) if rss and in_flight else None
         ),
         "worker_cpu_ms_per_node": round(sum(cpu) * 1000 / nodes, 3) if cpu else None,
+        "otlp_spans": OTLP.get("spans"),
+        "otlp_requests": OTLP.get("requests"),
+        "otlp_bytes": OTLP.get("bytes"),
+        "otlp_export_cpu_ms": OTLP.get("export_cpu_ms"),
     }
     if args.json:
         print(json.dumps(figures))
@@ -630,6 +693,12 @@ def report(
                 f"worker CPU {figures['worker_cpu_ms_per_node']} ms per node"
             )
         print(f"  model calls in flight at most: {in_flight}")
+        if figures["otlp_spans"] is not None:
+            print(
+                f"  exported {figures['otlp_spans']} spans in {figures['otlp_requests']} "
+                f"requests ({figures['otlp_bytes']} bytes); one export takes "
+                f"{figures['otlp_export_cpu_ms']} ms of CPU"
+            )
         if figures["db_connections_peak"] is not None:
             print(
                 f"  database connections at most: {figures['db_connections_peak']} "

@@ -436,6 +436,36 @@ HIERARCH_WEBHOOKS = {
     "MAX_ATTEMPTS": env_int("HIERARCH_WEBHOOKS_MAX_ATTEMPTS", 6),
     "BACKOFF_SECONDS": env_float("HIERARCH_WEBHOOKS_BACKOFF_SECONDS", 10.0),
 }
+
+
+# Tracing: each trace exported as OpenTelemetry spans over OTLP/HTTP once its root run ends
+# (runs/tracing.py), so Langfuse, Jaeger or Grafana Tempo show it. OpenTelemetry's own names:
+# nothing is exported without an endpoint; a base endpoint gets the /v1/traces path; the
+# sampling rate is the share of traces exported, decided by the trace id alone. Headers (an
+# Authorization for Langfuse) come from OTEL_EXPORTER_OTLP_TRACES_HEADERS or
+# OTEL_EXPORTER_OTLP_HEADERS, read by the exporter itself.
+def _otlp_traces_endpoint() -> str:
+    endpoint = env_str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").strip()
+    if endpoint:
+        return endpoint
+    base = env_str("OTEL_EXPORTER_OTLP_ENDPOINT").strip()
+    return f"{base.rstrip('/')}/v1/traces" if base else ""
+
+
+def _sampling_rate(name: str) -> float:
+    rate = env_float(name, 1.0)
+    if not 0.0 <= rate <= 1.0:
+        raise ImproperlyConfigured(f"{name}={rate!r} is not a rate between 0 and 1")
+    return rate
+
+
+HIERARCH_TRACING = {
+    "ENDPOINT": _otlp_traces_endpoint(),
+    "SAMPLING_RATE": _sampling_rate("OTEL_TRACES_SAMPLER_ARG"),
+    "SERVICE_NAME": env_str("OTEL_SERVICE_NAME", "hierarch") or "hierarch",
+    "TIMEOUT_SECONDS": env_float("HIERARCH_TRACING_TIMEOUT_SECONDS", 10.0),
+}
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "governance.api_auth.BearerTokenAuthentication",

@@ -11,13 +11,15 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # The executors and webhooks sit below the services and the Celery tasks that call
-        # them, so they are handed what to call here rather than importing it. Imported here
-        # because these modules import the models, which Django loads only once apps are ready.
-        from runs import executors, services, tasks, webhooks
+        # The executors, webhooks and trace exports sit below the services and the Celery
+        # tasks that call them, so they are handed what to call here rather than importing
+        # it. Imported here because these modules import the models, which Django loads only
+        # once apps are ready.
+        from runs import executors, services, tasks, tracing, webhooks
 
         executors.executor_install(advance=services.run_advance, advance_task=tasks.advance_run)
         webhooks.webhook_hints_install(deliver_task=tasks.deliver_webhook)
+        tracing.trace_hints_install(export_task=tasks.export_trace)
         post_migrate.connect(analyze_after_migrate, sender=self, dispatch_uid="runs-analyze")
 
 

@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 from governance.permissions import VIEW, scope, visible_or_404
 from governance.safety import pii_shown as shown
 from runs.attention import attention_json
-from runs.models import LLMCall, Run, RunStatus, ToolCall
+from runs.models import LLMCall, Run, RunStatus, StepRun, ToolCall
 
 
 def run_list(*, user: Any, perm: str = VIEW) -> QuerySet[Run]:
@@ -197,3 +197,81 @@ def trace_outline(*, user: Any, run_id: Any, most: int = 200) -> tuple[Run, list
         outline.append(node)
         pending.extend((child, level + 1) for child in reversed(under[node.pk]))
     return root, outline, more
+
+
+def trace_export_rows(trace_id: Any) -> dict[str, list[dict]]:
+    """What a trace's export to OpenTelemetry (runs/tracing.py) shows: each run, step
+    attempt, model call and tool call of the trace, as plain rows, in four queries. Metadata
+    only: no prompt, answer, input, output, state or arguments is read."""
+    runs = Run.objects.filter(trace_id=trace_id).order_by("created_at", "id")
+    steps = StepRun.objects.filter(run__trace_id=trace_id).order_by("started_at", "id")
+    model_calls = LLMCall.objects.filter(run__trace_id=trace_id).order_by("timestamp")
+    tool_calls = ToolCall.objects.filter(run__trace_id=trace_id).order_by("timestamp")
+    return {
+        "runs": list(
+            runs.values(
+                "id",
+                "parent_id",
+                "parent_step_key",
+                "workspace_id",
+                "entity_id",
+                "status",
+                "error_code",
+                "created_at",
+                "started_at",
+                "completed_at",
+                "total_cost_usd",
+                "total_tokens",
+                "llm_calls",
+                "tool_calls",
+                "entity__name",
+                "entity__type",
+                "entity_version__version",
+                "entity_version__definition__observability__tracing__span_annotations",
+            )
+        ),
+        "steps": list(
+            steps.values(
+                "id",
+                "run_id",
+                "step_key",
+                "name",
+                "type",
+                "status",
+                "iteration",
+                "attempt",
+                "error_code",
+                "started_at",
+                "finished_at",
+            )
+        ),
+        "model_calls": list(
+            model_calls.values(
+                "id",
+                "run_id",
+                "step_id",
+                "purpose",
+                "timestamp",
+                "model_provider",
+                "model_name",
+                "prompt_tokens",
+                "completion_tokens",
+                "cost_usd",
+                "latency_ms",
+                "temperature",
+            )
+        ),
+        "tool_calls": list(
+            tool_calls.values(
+                "id",
+                "run_id",
+                "step_id",
+                "timestamp",
+                "tool_id",
+                "tool_name",
+                "provider",
+                "success",
+                "latency_ms",
+            )
+        ),
+    }

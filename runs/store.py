@@ -70,6 +70,7 @@ from runs.models import (
     StepRun,
     ToolCall,
 )
+from runs.tracing import trace_export_schedule
 from runs.webhooks import webhook_attention_schedule, webhook_schedule
 
 _ZERO = Decimal(0)
@@ -1109,6 +1110,7 @@ class OrmRunStore(DispatchingStore):
                 url = self._webhooks.pop(run.id, None)  # this process is done with the run
                 if url:
                     webhook_schedule(run_id=run.id, url=url, status=run.status)
+                trace_export_schedule(trace_id=run.trace_id, status=run.status)
                 return written, None
             only_child = run.spawn_group.endswith("/1")
             # An only child has no sibling to race: it wakes the parent, whose claim finds

@@ -8,6 +8,7 @@ from celery import shared_task
 from runs.alerts import evaluate_alerts
 from runs.services import run_advance
 from runs.sweeper import sweep
+from runs.tracing import trace_export
 from runs.webhooks import webhook_deliver, webhook_sweep
 
 
@@ -30,3 +31,8 @@ def deliver_webhook(delivery_pk: int) -> None:
 @shared_task(ignore_result=True)
 def evaluate_alerts_task() -> None:
     evaluate_alerts()
+
+
+@shared_task(ignore_result=True)
+def export_trace(trace_id: str) -> None:
+    trace_export(trace_id=trace_id)

@@ -45,6 +45,46 @@ def test_it_reads_postgres_and_redis_urls():
     ]
 
 
+OTEL_NAMES = (
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_TRACES_SAMPLER_ARG",
+    "OTEL_SERVICE_NAME",
+)
+
+
+@pytest.mark.parametrize(
+    ("env", "endpoint", "rate"),
+    [
+        ({}, "", "1.0"),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://tempo:4318/"},
+            "http://tempo:4318/v1/traces",
+            "1.0",
+        ),
+        (
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://tempo:4318",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://cloud.langfuse.com/api/public/otel/v1/traces",
+                "OTEL_TRACES_SAMPLER_ARG": "0.1",
+            },
+            "https://cloud.langfuse.com/api/public/otel/v1/traces",
+            "0.1",
+        ),
+    ],
+)
+def test_it_reads_the_trace_export_from_opentelemetry_names(env, endpoint, rate, tmp_path):
+    result = settings_printed(
+        "repr(settings.HIERARCH_TRACING['ENDPOINT'])",
+        "settings.HIERARCH_TRACING['SAMPLING_RATE']",
+        without=OTEL_NAMES,
+        HIERARCH_VAR_DIR=str(tmp_path),
+        **env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [repr(endpoint), rate]
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [
@@ -56,6 +96,7 @@ def test_it_reads_postgres_and_redis_urls():
         ({"DATABASE_URL": "mysql://root@localhost/x"}, "use postgres:// or sqlite://"),
         ({"HIERARCH_IMPORT_MAX_BYTES": "5MB"}, "HIERARCH_IMPORT_MAX_BYTES='5MB' is not an integer"),
         ({"SECRET_KEY": "", "DEBUG": "0"}, "SECRET_KEY is not set"),
+        ({"OTEL_TRACES_SAMPLER_ARG": "2"}, "OTEL_TRACES_SAMPLER_ARG=2.0 is not a rate between"),
     ],
 )
 def test_it_refuses_a_setting_it_cannot_read(env, message, tmp_path):
