@@ -28,6 +28,10 @@ ON_REVIEW_FAILURE = [
     ("ALTERNATIVE_PATH", "Take the alternative path"),
     ("ABORT", "Abort"),
 ]
+REVIEW_SCOPES = [
+    ("OUTPUT", "The output, at the end of each pass"),
+    ("EACH_STEP", "Each step's result, as it finishes"),
+]
 
 
 class ModelForm(forms.Form):
@@ -73,6 +77,12 @@ class ModelForm(forms.Form):
         help_text="What the reviewing model is asked; {output} is replaced by the output.",
     )
     review_on_failure = forms.ChoiceField(choices=ON_REVIEW_FAILURE, label="When the review fails")
+    review_scope = forms.ChoiceField(
+        choices=REVIEW_SCOPES,
+        label="What is reviewed",
+        help_text="Each step's result is checked as it finishes, before the plan goes on; "
+        "the output, once at the end of each pass.",
+    )
 
 
 class ModelSection(Section):
@@ -84,7 +94,7 @@ class ModelSection(Section):
         ("", ("model_provider", "model_name")),
         ("", ("temperature", "top_p", "max_tokens", "reasoning_mode")),
         ("When something fails", ("max_retries", "backoff_strategy", "retry_on")),
-        ("Self-review", ("review_enabled", "review_prompt", "review_on_failure")),
+        ("Self-review", ("review_enabled", "review_scope", "review_prompt", "review_on_failure")),
     )
     form_class = ModelForm
     paths = {
@@ -100,6 +110,7 @@ class ModelSection(Section):
         "logic_gate.review_mechanism.enabled": "review_enabled",
         "logic_gate.review_mechanism.review_prompt": "review_prompt",
         "logic_gate.review_mechanism.on_failure": "review_on_failure",
+        "logic_gate.review_mechanism.scope": "review_scope",
         "logic_gate": "",
     }
 
@@ -120,6 +131,7 @@ class ModelSection(Section):
             "review_enabled": bool(review.get("enabled")),
             "review_prompt": review.get("review_prompt") or "",
             "review_on_failure": review.get("on_failure") or "RETRY",
+            "review_scope": review.get("scope") or "OUTPUT",
         }
 
     def write(self, definition: dict, data: dict[str, Any], rows: dict[str, list[dict]]) -> None:
@@ -141,3 +153,4 @@ class ModelSection(Section):
         review["enabled"] = data["review_enabled"]
         review["review_prompt"] = data["review_prompt"]
         review["on_failure"] = data["review_on_failure"]
+        review["scope"] = data["review_scope"]

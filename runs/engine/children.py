@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from runs.engine import checkpoints, endings, hitl
+from runs.engine import checkpoints, endings, hitl, step_review
 from runs.engine import plan as plans
 from runs.engine.limits import LimitReached
 from runs.engine.outcomes import Failed, OverBudget, WaitingOnChildren
@@ -125,10 +125,15 @@ def join(engine: Engine, run: RunView) -> tuple[RunView, bool]:
     steps: list[StepRecord] = []
     failed: ChildOutcome | None = None
     position_of = {run.planned()[i]["key"]: i for i in group}
+    reviewing = step_review.reviews_steps(run.definition)
+    results: list[tuple[int, Any]] = []
     for outcome in outcomes:
         step = run.planned()[position_of[outcome.step_key]]
         if outcome.status == "COMPLETED":
-            run = engine._new_state(run, step, outcome.output, events)
+            if reviewing:  # its result lands in the state once it passed its review
+                results.append((position_of[outcome.step_key], outcome.output))
+            else:
+                run = engine._new_state(run, step, outcome.output, events)
             steps.append(
                 StepRecord(
                     step["key"],
@@ -156,6 +161,16 @@ def join(engine: Engine, run: RunView) -> tuple[RunView, bool]:
                 )
             )
             events.add("step.finished", step=step["name"], status=outcome.status)
+    if results and failed is None:
+        run = run.changed(status="RUNNING")  # a child run again starts anew
+        run, verdict, kept = step_review.review_results(
+            engine, run, results, events, steps, restart_at=group[0]
+        )
+        if verdict != step_review.PASSED:
+            return run, verdict == step_review.AGAIN
+        results = [(position, output) for (position, _), output in zip(results, kept, strict=True)]
+    for position, output in results:
+        run = engine._new_state(run, run.planned()[position], output, events)
     if failed is not None:
         code = failed.error_code or "CHILD_FAILED"
         message = f"{failed.entity_name} {failed.status.lower()}: {failed.error_message}"

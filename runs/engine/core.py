@@ -15,7 +15,17 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from runs.engine import checkpoints, children, endings, hitl, retry, start, thoughts, tool_steps
+from runs.engine import (
+    checkpoints,
+    children,
+    endings,
+    hitl,
+    retry,
+    start,
+    step_review,
+    thoughts,
+    tool_steps,
+)
 from runs.engine import plan as plans
 from runs.engine.limits import (
     BUDGET_EXHAUSTED,
@@ -312,10 +322,19 @@ class Engine:
         else:
             run, record, outcome = thoughts.thought_step(self, run, step, record)
         if isinstance(outcome, Completed):
-            record = record.completed(outcome.output)
-            run = self._new_state(run, step, outcome.output, events)
+            output = outcome.output
+            steps = [record.completed(output)]
+            if step_review.reviews_steps(run.definition):
+                run, verdict, kept = step_review.review_results(
+                    self, run, [(position, output)], events, steps
+                )
+                if verdict != step_review.PASSED:
+                    return run, verdict == step_review.AGAIN
+                output = kept[0]  # a person may have edited it
+                steps[0] = record.completed(output)
+            run = self._new_state(run, step, output, events)
             events.add("step.finished", step=step["name"], status="COMPLETED")
-            run = self._go_on(run, step, position, events, [record])
+            run = self._go_on(run, step, position, events, steps)
             return run, run.status == "RUNNING"
         if isinstance(outcome, OverBudget):
             # No room for the step's next call: it waits with the run (BLOCKED), or fails.

@@ -75,6 +75,7 @@ class ReviewMechanism(TypedDict, total=False):
     review_prompt: str | None
     success_criteria: list[JSONObject]
     on_failure: str
+    scope: str
     judge_confidence_threshold: float | None
 
 

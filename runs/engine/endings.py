@@ -190,11 +190,11 @@ def resume_pass(run: RunView) -> RunView:
 def run_review(
     engine: Engine, run: RunView, output: dict[str, Any], events: Events
 ) -> tuple[RunView, str]:
-    """Run the review mechanism: "passed", "again" (another pass starts) or "stop" (the
-    run failed, waits for a retry, or waits for a human)."""
+    """Run the review mechanism on the output (scope OUTPUT): "passed", "again" (another
+    pass starts) or "stop" (the run failed, waits for a retry, or waits for a human)."""
     mechanism = run.definition["logic_gate"]["review_mechanism"]
-    if not mechanism.get("enabled"):
-        return run, "passed"
+    if not mechanism.get("enabled") or mechanism.get("scope", "OUTPUT") != "OUTPUT":
+        return run, "passed"  # no review, or each step's result was reviewed instead
     record = StepRecord(
         "review",
         len(run.plan or []),
