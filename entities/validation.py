@@ -7,6 +7,8 @@ result, so a save sees the hierarchy exactly as it would be after the save.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from django.db.models.functions import Cast
 from entities.definition import Problem, is_tool_reference, join_path
 from entities.models import ChildLink, Entity
 from entities.tool_catalog import tool_catalog
+from runs.engine.plan import state_keys_read
 
 
 def entity_key(pk: Any) -> str:
@@ -80,6 +83,8 @@ class Node:
     max_cost: Decimal | None
     max_depth: int
     children: list[str] = field(default_factory=list)
+    # io_contract.state_contract.reads_from; None when it declares none (it may read any).
+    reads_from: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -133,10 +138,11 @@ class Catalog:
                 key=Cast("id", CharField()),
                 max_cost=KT("governance__cost_controls__max_cost_usd"),
                 max_depth=KT("governance__execution_limits__max_recursion_depth"),
+                reads=KT("io_contract__state_contract__reads_from"),
             )
-            .values_list("key", "external_id", "name", "type", "max_cost", "max_depth")
+            .values_list("key", "external_id", "name", "type", "max_cost", "max_depth", "reads")
         )
-        for raw_key, external_id, name, entity_type, max_cost, max_depth in rows:
+        for raw_key, external_id, name, entity_type, max_cost, max_depth, reads in rows:
             key = raw_key.replace("-", "")
             nodes[key] = Node(
                 key=key,
@@ -146,6 +152,7 @@ class Catalog:
                 # on SQLite (Django reads JSON_TYPE there for null, true and false).
                 max_cost=_money(None if max_cost == "null" else max_cost),
                 max_depth=int(max_depth) if max_depth not in (None, "null") else 5,
+                reads_from=_declared(reads),
             )
             refs[key] = key
             refs[name] = key
@@ -290,6 +297,7 @@ def lay_over(catalog: Catalog, drafts: list[Draft]) -> list[Problem]:
             type=definition["metadata"]["type"],
             max_cost=_money(governance["cost_controls"]["max_cost_usd"]),
             max_depth=governance["execution_limits"]["max_recursion_depth"],
+            reads_from=tuple(definition["io_contract"]["state_contract"]["reads_from"]) or None,
         )
 
     real = [draft for draft in drafts if not draft.is_placeholder]
@@ -329,7 +337,65 @@ def _resolve(catalog: Catalog, draft: Draft, bundle_tools: set[str]) -> list[Pro
         *_resolve_children(catalog, draft),
         *_tool_reference_problems(catalog, draft, bundle_tools),
         *_resolve_step_targets(catalog, draft),
+        *_state_contract_problems(catalog, draft),
     ]
+
+
+def _declared(reads: Any) -> tuple[str, ...] | None:
+    """A stored `reads_from` as the catalog reads it (JSON text; SQL NULL or "null" when
+    absent): the keys, or None when it declares none."""
+    if isinstance(reads, str):
+        with contextlib.suppress(ValueError):
+            reads = json.loads(reads)
+    if not isinstance(reads, list) or not reads:
+        return None
+    return tuple(str(key) for key in reads)
+
+
+def _state_contract_problems(catalog: Catalog, draft: Draft) -> list[Problem]:
+    """A child's input mapping, where the definition shows it (a child link's, a static
+    plan step's), reads only the state keys the child declares it reads
+    (`io_contract.state_contract.reads_from`, when it declares any). The engine checks the
+    mappings no definition shows (a dynamic plan's) when it starts the child."""
+    problems: list[Problem] = []
+    definition = draft.definition
+    mapped: list[tuple[str, str | None, dict]] = [
+        (join_path("hierarchy", "children", index), child, link.get("input_mapping") or {})
+        for index, (link, child) in enumerate(
+            zip(definition["hierarchy"]["children"], draft.resolved_children, strict=False)
+        )
+    ]
+    steps = definition["planning"]["static_plan"]["steps"]
+    mapped += [
+        (join_path("planning", "static_plan", "steps", index), target, step.get("input_mapping"))
+        for index, (step, target) in enumerate(
+            zip(steps, draft.resolved_step_targets, strict=False)
+        )
+    ]
+    for path, child, mapping in mapped:
+        node = catalog.nodes.get(child) if child else None
+        if node is None or node.reads_from is None or not mapping:
+            continue
+        for field_name, expression in mapping.items():
+            keys = state_keys_read(expression)
+            undeclared = None if keys is None else sorted(keys - set(node.reads_from))
+            if undeclared == []:
+                continue
+            what = (
+                "keys it does not name (a computed or whole-state var)"
+                if undeclared is None
+                else ", ".join(repr(key) for key in undeclared)
+            )
+            problems.append(
+                Problem(
+                    join_path(path, "input_mapping", field_name),
+                    f"reads {what} from the state, which {node.name!r} does not declare in "
+                    f"io_contract.state_contract.reads_from ({', '.join(node.reads_from)}); "
+                    "declare it there or map from a key it declares",
+                    draft.label,
+                )
+            )
+    return problems
 
 
 def _resolve_parent(catalog: Catalog, draft: Draft) -> list[Problem]:

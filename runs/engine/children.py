@@ -15,6 +15,7 @@ from runs.engine.ports import (
     Spawn,
 )
 from runs.engine.state import (
+    WRITES_KEY,
     ChildOutcome,
     ChildRequest,
     Events,
@@ -43,7 +44,10 @@ def start_children(
     have no room (nothing was written)."""
     steps: list[StepRecord] = []
     events = Events()
-    requests = child_requests(engine, run, group, steps, events)
+    writes: dict[str, list[str]] = {}
+    requests = child_requests(engine, run, group, steps, events, writes)
+    if writes or WRITES_KEY in run.state:
+        run = run.with_state(**{WRITES_KEY: writes}) if writes else run.without_state(WRITES_KEY)
     if not isinstance(requests, Failed) and requests and run.depth + 1 > run.depth_limit:
         requests = Failed(
             LIMIT_EXCEEDED,
@@ -66,10 +70,17 @@ def start_children(
 
 
 def child_requests(
-    engine: Engine, run: RunView, group: list[int], steps: list[StepRecord], events: Events
+    engine: Engine,
+    run: RunView,
+    group: list[int],
+    steps: list[StepRecord],
+    events: Events,
+    writes: dict[str, list[str]],
 ) -> list[ChildRequest] | Failed:
     """The children the group starts (a step whose condition is false is SKIPPED), with
-    their step records and events; Failed when a child entity no longer exists."""
+    their step records and events; Failed when a child entity no longer exists, or its
+    mapping reads a state key the child does not declare it reads. `writes` gains, for
+    each child that declares `state_contract.writes_to`, the keys it may write."""
     data = engine._data(run)
     requests: list[ChildRequest] = []
     for position in group:
@@ -87,11 +98,18 @@ def child_requests(
                 VALIDATION_ERROR,
                 f"step {step['name']!r}: child {step['target_entity']!r} no longer exists",
             )
+        contract = child["io_contract"].get("state_contract") or {}
+        readable = contract.get("reads_from") or None  # none declared: it may read any
+        mapping = step.get("input_mapping") or {}
+        if mapping and readable is not None:
+            undeclared = plans.undeclared_reads(mapping, readable)
+            if undeclared != []:
+                return Failed(VALIDATION_ERROR, _undeclared(step, child, undeclared, readable))
         child_input = plans.map_input(
-            step.get("input_mapping") or {},
-            child["io_contract"]["input"]["schema"],
-            data,
+            mapping, child["io_contract"]["input"]["schema"], data, readable
         )
+        if contract.get("writes_to"):
+            writes[step["key"]] = list(contract["writes_to"])
         steps.append(
             StepRecord(
                 step["key"],
@@ -185,3 +203,20 @@ def join(engine: Engine, run: RunView) -> tuple[RunView, bool]:
     run = run.changed(status="RUNNING")
     run = engine._go_on(run, run.planned()[group[-1]], group[-1], events, steps)
     return run, run.status == "RUNNING"
+
+
+def _undeclared(
+    step: dict[str, Any], child: dict[str, Any], undeclared: list[str] | None, readable: list[str]
+) -> str:
+    """Why a child's mapping may not read what it reads (state_contract.reads_from)."""
+    name = child["identity"]["name"]
+    what = (
+        "keys it does not name (a computed or whole-state var)"
+        if undeclared is None
+        else ", ".join(repr(key) for key in undeclared)
+    )
+    return (
+        f"step {step['name']!r}: its input mapping reads {what} from the state, which "
+        f"{name!r} does not declare in io_contract.state_contract.reads_from "
+        f"({', '.join(readable)})"
+    )

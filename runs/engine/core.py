@@ -67,6 +67,7 @@ from runs.engine.ports import (
 from runs.engine.state import (
     RESTART_AT_KEY,
     TERMINAL,
+    WRITES_KEY,
     ChildOutcome,
     ChildRequest,
     Events,
@@ -422,10 +423,12 @@ class Engine:
     def _new_state(
         self, run: RunView, step: dict[str, Any], output: Any, events: Events
     ) -> RunView:
-        """A step's output lands in the state; an entity that audits COMPREHENSIVEly and logs
-        state changes gets a `state.changed` event naming the keys that changed."""
+        """A step's output lands in the state (a child's, at the top level only where it
+        declares `state_contract.writes_to`); an entity that audits COMPREHENSIVEly and
+        logs state changes gets a `state.changed` event naming the keys that changed."""
         before = run.state
-        run = run.changed(state=plans.apply_output(run.state, step["name"], output))
+        only = run.state[WRITES_KEY].get(step["key"]) if WRITES_KEY in run.state else None
+        run = run.changed(state=plans.apply_output(run.state, step["name"], output, only))
         oversight = run.definition["governance"]["human_oversight"]
         logging = run.definition["observability"]["logging"]
         if oversight.get("audit_level") == "COMPREHENSIVE" and logging.get(

@@ -126,24 +126,86 @@ def holds(expression: Any, data: dict[str, Any]) -> bool:
     return bool(jsonlogic.evaluate(jsonlogic.parse(expression), data))
 
 
-def apply_output(state: dict[str, Any], step_name: str, output: Any) -> dict[str, Any]:
-    """A step's output lands under its name and, when an object, its keys at the top level."""
+def apply_output(
+    state: dict[str, Any], step_name: str, output: Any, only: list[str] | None = None
+) -> dict[str, Any]:
+    """A step's output lands under its name and, when an object, its keys at the top level;
+    with `only` (a child's `state_contract.writes_to`), just those keys at the top level."""
     new_state = dict(state)
     new_state[step_name] = output
     if isinstance(output, dict):
-        new_state.update(output)
+        if only is None:
+            new_state.update(output)
+        else:
+            new_state.update({key: output[key] for key in only if key in output})
     return new_state
 
 
+# Keys of the data JSONLogic sees that are not state: the iteration, and the run input as a
+# whole (`input.x` reads the input's `x`, which the state holds too: it starts as the input).
+_NOT_STATE = frozenset({"iteration"})
+
+
+def state_keys_read(expression: Any) -> set[str] | None:
+    """The state keys a JSONLogic expression (or a mapping's structure of them) reads: the
+    first part of each `var` path (`input.x` reads `x`), and the names `missing` and
+    `missing_some` check. None when it may read keys it does not name (a computed `var`,
+    or `{"var": ""}`, the whole data)."""
+    found: set[str] = set()
+    stack = [expression]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+            continue
+        if not isinstance(item, dict):
+            continue
+        for operator, argument in item.items():
+            if operator == "var":
+                path = argument[0] if isinstance(argument, list) and argument else argument
+                if isinstance(path, int | float) and not isinstance(path, bool):
+                    path = str(path)
+                if not isinstance(path, str) or not path:
+                    return None
+                parts = path.split(".")
+                key = parts[1] if parts[0] == "input" and len(parts) > 1 else parts[0]
+                if key not in _NOT_STATE:
+                    found.add(key)
+            elif operator in ("missing", "missing_some"):
+                names = argument[1] if operator == "missing_some" else argument
+                names = names if isinstance(names, list) else [names]
+                if not all(isinstance(name, str) for name in names):
+                    return None
+                found.update(name.split(".")[0] for name in names)
+            else:
+                stack.append(argument)
+    return found
+
+
 def map_input(
-    mapping: dict[str, Any], target_schema: dict[str, Any], data: dict[str, Any]
+    mapping: dict[str, Any],
+    target_schema: dict[str, Any],
+    data: dict[str, Any],
+    readable: list[str] | None = None,
 ) -> dict[str, Any]:
     """A child's input (or a tool's arguments): the mapping's JSONLogic expressions evaluated
-    against `data`, else the target schema's property names taken from `data`."""
+    against `data`, else the target schema's property names taken from `data` (with
+    `readable`, a child's `state_contract.reads_from`, only those it declares)."""
     if mapping:
         return {key: mapped_value(expr, data) for key, expr in mapping.items()}
     properties = (target_schema or {}).get("properties") or {}
+    if readable is not None:
+        properties = [name for name in properties if name in readable]
     return {name: data[name] for name in properties if name in data}
+
+
+def undeclared_reads(mapping: dict[str, Any], readable: list[str]) -> list[str] | None:
+    """The state keys a child's input mapping reads that its `reads_from` does not declare
+    (sorted); None when the mapping may read keys it does not name."""
+    keys = state_keys_read(list(mapping.values()))
+    if keys is None:
+        return None
+    return sorted(keys - set(readable))
 
 
 def mapped_value(expression: Any, data: dict[str, Any]) -> Any:

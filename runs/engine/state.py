@@ -15,6 +15,9 @@ HISTORY_KEY = "_iterations"  # the outputs of earlier passes, for loop control
 REVIEW_RETRIES_KEY = "_review_retries"
 # Where the next pass of a run that ran out of passes starts, once a person gives it more.
 RESTART_AT_KEY = "_next_pass_at"
+# The children of the group under way that declare `state_contract.writes_to`: step key ->
+# the keys their output may write at the top of this run's state.
+WRITES_KEY = "_writes_to"
 
 
 @dataclass(frozen=True)
