@@ -23,6 +23,7 @@ from django import forms
 from django.core.validators import RegexValidator
 
 from designer.editor.base import RowForm, Rows, Section, add_error, deep, read
+from designer.editor.identity import TagsField
 from entities.definition import Problem
 from runs.forms import field_order
 
@@ -263,7 +264,20 @@ class Part:
 
 
 class ContractForm(forms.Form):
-    """No fields of its own: problems of the schemas as a whole land on it."""
+    """The state contract; problems of the schemas as a whole land on it too."""
+
+    reads_from = TagsField(
+        required=False,
+        label="State it reads",
+        help_text="Comma-separated keys of its caller's state it may read (its input is "
+        "taken from these only); empty: any.",
+    )
+    writes_to = TagsField(
+        required=False,
+        label="State it writes",
+        help_text="Comma-separated keys of its output that land at the top of its caller's "
+        "state (the whole output stays under the step's name); empty: all of them.",
+    )
 
 
 class ContractSection(Section):
@@ -287,7 +301,18 @@ class ContractSection(Section):
         )
         for part, title in PARTS
     }
-    paths = {f"io_contract.{part}.schema": "" for part, _title in PARTS}
+    paths = {
+        **{f"io_contract.{part}.schema": "" for part, _title in PARTS},
+        "io_contract.state_contract.reads_from": "reads_from",
+        "io_contract.state_contract.writes_to": "writes_to",
+    }
+
+    def initial(self, definition: dict) -> dict[str, Any]:
+        state = read(definition, "io_contract", "state_contract") or {}
+        return {
+            "reads_from": state.get("reads_from") or [],
+            "writes_to": state.get("writes_to") or [],
+        }
 
     def row_initial(self, name: str, definition: dict) -> list[dict[str, Any]]:
         schema = read(definition, "io_contract", name, "schema")
@@ -379,6 +404,11 @@ class ContractSection(Section):
     # -- writing --------------------------------------------------------------------------
 
     def write(self, definition: dict, data: dict[str, Any], rows: dict[str, list[dict]]) -> None:
+        state = read(definition, "io_contract", "state_contract")
+        if state or data["reads_from"] or data["writes_to"]:
+            state = deep(definition, "io_contract", "state_contract")
+            state["reads_from"] = data["reads_from"]
+            state["writes_to"] = data["writes_to"]
         self.made: dict[str, Any] = {}
         for part, _title in PARTS:
             schema = read(definition, "io_contract", part, "schema")

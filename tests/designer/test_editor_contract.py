@@ -355,3 +355,20 @@ def test_a_property_of_several_types_is_kept_as_it_is():
 
     assert row_of("id", {"type": ["integer", "null"]}, []) is None
     assert row_of("id", {"type": {"nested": 1}}, []) is None
+
+
+def test_the_state_contract_is_edited_as_keys_and_saved(designer, agent):
+    page = shown(designer, url(agent))
+    assert (page["contract-reads_from"], page["contract-writes_to"]) == ("", "")
+    data = page | {
+        "contract-reads_from": "topic, tone , topic",
+        "contract-writes_to": "summary",
+        "op": "save",
+    }
+    response = designer.post(url(agent), data)
+    assert response.status_code == 302, response.content.decode()[:4000]
+    agent.refresh_from_db()
+    state = agent.io_contract["state_contract"]
+    assert (state["reads_from"], state["writes_to"]) == (["topic", "tone"], ["summary"])
+    again = shown(designer, url(agent))
+    assert (again["contract-reads_from"], again["contract-writes_to"]) == ("topic, tone", "summary")
