@@ -253,10 +253,14 @@ class _Synthesizer:
             if isinstance(sub, Mapping) and sub.get("required") is True and key not in required
         ]
         full = depth < _FULL_DEPTH
-        out: dict[str, Any] = {}
-        for key, sub in properties.items():
-            if full or key in required:
-                out[key] = self.value(sub, name=key, depth=depth + 1)
+        # Values drawn in the keys' sorted order, shown in the schema's: the same answer
+        # whatever order a schema's keys come in (PostgreSQL's jsonb keeps its own).
+        drawn = {
+            key: self.value(properties[key], name=key, depth=depth + 1)
+            for key in sorted(properties)
+            if full or key in required
+        }
+        out: dict[str, Any] = {key: drawn[key] for key in properties if key in drawn}
         extra = schema.get("additionalProperties", True)
         extra_schema = extra if isinstance(extra, Mapping) else {}
         for key in required:

@@ -305,3 +305,19 @@ def test_the_text_answer_reads_content_parts_and_tolerates_no_user_message():
     parts = [{"role": "user", "content": [{"type": "text", "text": "Describe the storyboard."}]}]
     assert "Describe the storyboard" in text_answer(parts, seed="a")
     assert text_answer([{"role": "system", "content": "Be brief."}], seed="a")
+
+
+def test_the_same_answer_whatever_order_the_schemas_keys_come_in() -> None:
+    """PostgreSQL's jsonb keeps an object's keys in an order of its own: a definition read
+    back from it must get the answers it got from SQLite, so a demo converges on both."""
+    properties = {
+        "title": {"type": "string"},
+        "requirements": {"type": "array", "items": {"type": "string"}},
+        "extraction_confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "benefits": {"type": "array", "items": {"type": "string"}},
+    }
+    shuffled = dict(reversed(list(properties.items())))
+    first = synthesize({"type": "object", "properties": properties}, seed="s")
+    second = synthesize({"type": "object", "properties": shuffled}, seed="s")
+    assert first == second
+    assert list(first) == list(properties) and list(second) == list(shuffled)
