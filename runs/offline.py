@@ -9,9 +9,11 @@ answers deterministically from the messages, with no key and no network:
   arguments valid against its parameters;
 - otherwise: a short prose answer.
 
-The one exception is the BIAS content filter's judge (`governance/safety.py`), recognised by
-its schema's title: `bias_judge_answer` flags the text by a small keyword list, so the filter
-does something visible offline.
+Two schemas are recognised by their titles and answered from what they are given: the BIAS
+content filter's judge (`governance/safety.py`): `bias_judge_answer` flags the text by a small
+keyword list, so the filter does something visible offline; and a summary of earlier passes
+or memory items (`runs/engine/summaries.py`): `summary_answer` keeps the start of each line
+it is given, so a summary offline says what it summarises.
 
 Usage carries realistic token counts (litellm's tokenizer on the prompt, the schema or tools
 offered, and the answer) so budgets and dashboards behave as with a paid model. A `latency_ms`
@@ -53,6 +55,7 @@ from litellm.types.utils import (
     Usage,
 )
 
+from runs.engine.summaries import SUMMARY_TITLE
 from runs.engine.synthesis import synthesize, text_answer
 
 PROVIDER = "local"
@@ -144,6 +147,8 @@ def answer(
         prompt_tokens += _count_repeated(model, json.dumps(tools)) + _OVERHEAD_TOKENS
     elif schema is not None:
         value = bias_judge_answer(schema, messages)
+        if value is None:
+            value = summary_answer(schema, messages)
         if value is None:
             value = synthesize(schema, seed=seed)
         content = json.dumps(value, ensure_ascii=False)
@@ -378,3 +383,37 @@ def bias_judge_answer(
                 "rationale": f"generalises about or excludes a group of people: {found.group()!r}",
             }
     return {"biased": False, "score": 0.05, "rationale": "no generalisation about a group found"}
+
+
+# --- summaries ----------------------------------------------------------------------------------
+
+_SUMMARY_LINE_CHARS = 100  # of each line summarised
+_SUMMARY_CHARS = 800  # of the whole summary: summaries of summaries stay this short
+_EARLIER = re.compile(r"<earlier>\s*(.*?)\s*</earlier>", re.DOTALL)
+
+
+def summary_answer(schema: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The offline summary for the summary schema's title, else None (any other schema).
+
+    A stand-in for a summary, deterministic and documented as such: the number of lines
+    summarised and the start of each (the material between <earlier> and </earlier> of the
+    last user message, else the whole message), cut to a length that stays bounded however
+    often a summary is summarised again.
+    """
+    if schema.get("title") != SUMMARY_TITLE:
+        return None
+    text = ""
+    for message in messages:
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            text = message["content"]
+    found = _EARLIER.search(text)
+    lines = [line.strip() for line in (found.group(1) if found else text).splitlines()]
+    lines = [line for line in lines if line]
+    cut = [
+        line if len(line) <= _SUMMARY_LINE_CHARS else line[: _SUMMARY_LINE_CHARS - 1] + "…"
+        for line in lines
+    ]
+    summary = f"{len(lines)} earlier entries. " + " | ".join(cut) if lines else "Nothing earlier."
+    if len(summary) > _SUMMARY_CHARS:
+        summary = summary[: _SUMMARY_CHARS - 1] + "…"
+    return {"summary": summary}

@@ -1408,18 +1408,29 @@ class OrmRunStore(DispatchingStore):
     # -- memory and artifacts --------------------------------------------------------------
 
     def _memory_read(self, query: ports.MemoryQuery) -> list[Any]:
-        """The scope's items, newest first, not expired, at most `query.limit`."""
-        items = _memory_items(query.scope).filter(
-            Q(expires_at__isnull=True) | Q(expires_at__gt=query.now)
-        )
-        if query.limit is not None:
-            items = items[: query.limit]
-        return [self.pii.opened(item) for item in items.values_list("content", flat=True)]
+        """The scope's items, newest first, not expired, at most `query.limit` (and the
+        oldest too, `with_oldest`, when the limit left it out)."""
+        items = _memory_live(query.scope, query.now)
+        if query.limit is None:
+            return [self.pii.opened(item) for item in items.values_list("content", flat=True)]
+        read = list(items.values_list("pk", "content")[: query.limit])
+        if query.with_oldest and len(read) == query.limit:
+            oldest = items.order_by("created_at", "id").values_list("pk", "content").first()
+            if oldest is not None and oldest[0] not in {pk for pk, _ in read}:
+                read.append(oldest)
+        return [self.pii.opened(content) for _, content in read]
+
+    def _memory_entries(self, query: ports.MemoryEntries) -> list[ports.MemoryEntry]:
+        """The scope's items with their ids, newest first, not expired, past `query.skip`."""
+        items = _memory_live(query.scope, query.now).values_list("pk", "content")[query.skip :]
+        return [ports.MemoryEntry(pk, self.pii.opened(content)) for pk, content in items]
 
     def _memory_write(self, run: RunView, item: ports.Remembered) -> None:
-        """Keep one item, then only the scope's newest `item.keep`."""
+        """Keep one item (once per run), then only the scope's newest `item.keep`."""
         self._flush(run)  # what is held back first: the item names the run
         with transaction.atomic():
+            if _memory_items(item.scope).filter(run_id=run.id).exists():
+                return  # the run's end replayed after a crash: its item is kept already
             MemoryItem.objects.create(
                 workspace_id=item.scope.workspace_id,
                 scope=item.scope.scope,
@@ -1429,9 +1440,24 @@ class OrmRunStore(DispatchingStore):
                 content=self.pii.sealed(run.definition, item.content),
                 expires_at=item.expires_at,
             )
-            if item.keep:
-                keep = _memory_items(item.scope).values_list("pk", flat=True)[: item.keep]
-                _memory_items(item.scope).exclude(pk__in=list(keep)).delete()
+            _memory_keep(item.scope, item.keep)
+
+    def _memory_fold(self, run: RunView, fold: ports.MemoryFolded) -> None:
+        """`fold.into` takes the summary and `fold.others` go, all or nothing (a conditional
+        write: a fold that lost the race to another run's changes nothing); then only the
+        scope's newest `fold.keep` stay."""
+        self._flush(run)
+        with transaction.atomic():
+            if fold.into is not None:
+                scope = _memory_items(fold.scope)
+                wanted = {fold.into, *fold.others}
+                # Locked: of two runs folding the same items, the second finds them gone.
+                found = scope.filter(pk__in=wanted).select_for_update().values_list("pk")
+                if len(found) == len(wanted):
+                    content = self.pii.sealed(run.definition, fold.content)
+                    scope.filter(pk=fold.into).update(content=content)
+                    scope.filter(pk__in=fold.others).delete()
+            _memory_keep(fold.scope, fold.keep)
 
     def artifacts(self, run: RunView) -> _WorkspaceArtifacts:
         return _WorkspaceArtifacts(run.workspace_id)
@@ -1660,6 +1686,18 @@ def _memory_items(scope: ports.MemoryScope) -> Any:
     if scope.scope == "ENTITY":
         return items.filter(entity_id=scope.entity_id)
     return items
+
+
+def _memory_live(scope: ports.MemoryScope, now: Any) -> Any:
+    """The items of a memory scope not expired at `now` (newest first)."""
+    return _memory_items(scope).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+
+
+def _memory_keep(scope: ports.MemoryScope, keep: int | None) -> None:
+    """Only the scope's newest `keep` items stay (all, without `keep`)."""
+    if keep:
+        kept = _memory_items(scope).values_list("pk", flat=True)[:keep]
+        _memory_items(scope).exclude(pk__in=list(kept)).delete()
 
 
 class _WorkspaceArtifacts:

@@ -4,8 +4,9 @@ Where things are, for a reader new to the engine:
 
 - **The driver**: `core.py` (`Engine.advance(run_id)`: claim, do the next piece of work,
   commit, return), with a run's first entry in `start.py`, its steps in `thoughts.py`,
-  `tool_steps.py` and `children.py`, people asked in `checkpoints.py`, and its end in
-  `endings.py`.
+  `tool_steps.py` and `children.py`, people asked in `checkpoints.py`, its end in
+  `endings.py`, and the summaries the model makes (of earlier passes, of old memory items)
+  in `summaries.py`.
 - **The rules**, as functions of a definition and a run's state: `plan.py`, `planning.py`,
   `loop.py`, `retry.py`, `limits.py`, `memory.py`, `hitl.py`, `review.py`, `context.py`,
   `prompts.py`, `schemas.py`, `transforms.py`, `validators.py`, `jsonlogic.py`; the typed

@@ -13,6 +13,7 @@ from runs.engine import (
     retry,
     review,
     start,
+    summaries,
     thoughts,
     transforms,
 )
@@ -95,11 +96,10 @@ def after_review(
 def completed(
     engine: Engine, run: RunView, output: dict[str, Any], events: Events, steps: list[StepRecord]
 ) -> tuple[RunView, bool]:
-    """The run ends COMPLETED with `output`, remembered where the entity keeps memory."""
+    """The run ends COMPLETED with `output`, remembered where the entity keeps memory (the
+    memory's oldest items folded into a summary past its threshold: summaries.remember)."""
     run = run.changed(output=output)
-    remembered = memory.remembering(run, {"input": run.input, "output": output}, engine.clock.now())
-    if remembered is not None:
-        run = engine._record(run, remembered)
+    run = summaries.remember(engine, run, {"input": run.input, "output": output})
     return finish(engine, run, "COMPLETED", "", "", events, steps), False
 
 

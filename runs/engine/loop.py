@@ -99,6 +99,24 @@ def default_summary(history: Sequence[Any]) -> str:
     return "\n".join(lines)
 
 
+def summary_due(passes: int, summarised: int, every: int | None) -> bool:
+    """Whether the earlier passes are summarised (again) before the next one: once `every`
+    passes (`summary_every_n_iterations`; None: 1, every pass) gathered since the last
+    summary, which took in the first `summarised` of the `passes` kept."""
+    return passes - summarised >= max(every or 1, 1)
+
+
+def summarized(history: Sequence[Any], summary: str | None, summarised: int) -> str:
+    """SUMMARIZED's text: the last summary (of the first `summarised` passes), then the
+    passes since, verbatim."""
+    span = f"iterations 1-{summarised}" if summarised > 1 else "iteration 1"
+    lines = [f"Summary of {span}: {summary}"] if summary else []
+    start = summarised if summary else 0
+    for number, result in enumerate(history[start:], start=start + 1):
+        lines.append(f"Iteration {number}: {result if isinstance(result, str) else _json(result)}")
+    return "\n".join(lines)
+
+
 def iteration_limit(max_iterations: int | None, hard_cap: int, granted: int = 0) -> int:
     """How many passes a run may make: its own `max_iterations`, never above the global hard
     cap (which alone applies when `max_iterations` is null), and the passes a person gave

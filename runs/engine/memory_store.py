@@ -50,6 +50,9 @@ from runs.engine.ports import (
     Finish,
     Ids,
     LeaseLost,
+    MemoryEntries,
+    MemoryEntry,
+    MemoryFolded,
     MemoryQuery,
     MemoryScope,
     ModelCall,
@@ -903,18 +906,29 @@ class InMemoryRunStore(DispatchingStore):
     # -- memory and artifacts ---------------------------------------------------------------
 
     def _memory_read(self, query: MemoryQuery) -> list[Any]:
-        """The scope's items, newest first, not expired, at most `query.limit`."""
+        """The scope's items, newest first, not expired, at most `query.limit` (and the
+        oldest too, `with_oldest`, when the limit left it out)."""
         with self._world.lock:
-            items = [
-                m
-                for m in self._memory_items(query.scope)
-                if m.expires_at is None or m.expires_at > query.now
-            ]
-            return [self.pii.opened(_json(m.content)) for m in items[: query.limit]]
+            items = self._memory_live(query.scope, query.now)
+            read = items[: query.limit]
+            if query.with_oldest and len(items) > len(read):
+                read.append(items[-1])
+            return [self.pii.opened(_json(m.content)) for m in read]
+
+    def _memory_entries(self, query: MemoryEntries) -> list[MemoryEntry]:
+        """The scope's items with their ids, newest first, not expired, past `query.skip`."""
+        with self._world.lock:
+            items = self._memory_live(query.scope, query.now)[query.skip :]
+            return [MemoryEntry(m.id, self.pii.opened(_json(m.content))) for m in items]
+
+    def _memory_live(self, scope: MemoryScope, now: datetime) -> list[StoredMemory]:
+        return [m for m in self._memory_items(scope) if m.expires_at is None or m.expires_at > now]
 
     def _memory_write(self, run: RunView, item: Remembered) -> None:
-        """Keep one item, then only the scope's newest `item.keep`."""
+        """Keep one item (once per run), then only the scope's newest `item.keep`."""
         with self._world.lock:
+            if any(m.run_id == run.id for m in self._memory_items(item.scope)):
+                return  # the run's end replayed after a crash: its item is kept already
             self._world.memory.append(
                 StoredMemory(
                     id=next(self._world.memory_ids),
@@ -928,9 +942,24 @@ class InMemoryRunStore(DispatchingStore):
                     expires_at=item.expires_at,
                 )
             )
-            if item.keep:
-                dropped = {m.id for m in self._memory_items(item.scope)[item.keep :]}
-                self._world.memory = [m for m in self._world.memory if m.id not in dropped]
+            self._memory_keep(item.scope, item.keep)
+
+    def _memory_fold(self, run: RunView, fold: MemoryFolded) -> None:
+        """`fold.into` takes the summary and `fold.others` go, all or nothing; then only the
+        scope's newest `fold.keep` stay."""
+        with self._world.lock:
+            items = {m.id: m for m in self._memory_items(fold.scope)}
+            if fold.into is not None and all(i in items for i in (fold.into, *fold.others)):
+                items[fold.into].content = _json(self.pii.sealed(run.definition, fold.content))
+                others = set(fold.others)
+                self._world.memory = [m for m in self._world.memory if m.id not in others]
+            self._memory_keep(fold.scope, fold.keep)
+
+    def _memory_keep(self, scope: MemoryScope, keep: int | None) -> None:
+        """Only the scope's newest `keep` items stay (all, without `keep`)."""
+        if keep:
+            dropped = {m.id for m in self._memory_items(scope)[keep:]}
+            self._world.memory = [m for m in self._world.memory if m.id not in dropped]
 
     def artifacts(self, run: RunView) -> InMemoryArtifactStore:
         with self._world.lock:

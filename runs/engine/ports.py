@@ -348,11 +348,32 @@ class ResultKey:
 
 @dataclass(frozen=True)
 class MemoryQuery:
-    """The items of a memory scope, newest first, not expired at `now`, at most `limit`."""
+    """The items of a memory scope, newest first, not expired at `now`, at most `limit`.
+    `with_oldest`: when the limit leaves items out, the scope's oldest item (not expired)
+    comes last too, where a fold of the memory keeps its summary."""
 
     scope: MemoryScope
     now: datetime
     limit: int | None = None
+    with_oldest: bool = False
+
+
+@dataclass(frozen=True)
+class MemoryEntries:
+    """The items of a memory scope with their ids, newest first, not expired at `now`, past
+    the newest `skip` of them: what a fold of the memory may take."""
+
+    scope: MemoryScope
+    now: datetime
+    skip: int = 0
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    """One memory item as a fold reads it: the store's id for it, and its content."""
+
+    id: Any
+    content: Any
 
 
 @dataclass(frozen=True)
@@ -399,7 +420,9 @@ class JudgeVerdict:
 @dataclass(frozen=True)
 class Remembered:
     """One memory item: the store keeps it until `expires_at` and keeps only the newest
-    `keep` items of its scope (the core worked both out from the retention policy)."""
+    `keep` items of its scope (the core worked both out from the retention policy). A run
+    remembers once: when its scope already holds an item of the run (its end replayed after
+    a crash), nothing is written."""
 
     scope: MemoryScope
     content: Any
@@ -407,7 +430,22 @@ class Remembered:
     keep: int | None = None
 
 
-Record = ModelCall | ToolCall | JudgeVerdict | Remembered
+@dataclass(frozen=True)
+class MemoryFolded:
+    """Items of a memory scope folded into one (a summary): the item `into` takes `content`
+    (its place and expiry stay: it is the newest of those folded) and the items `others`
+    go, all or nothing (nothing when one of them is gone: another run folded them first).
+    Then only the newest `keep` items of the scope stay. `into` None: nothing is folded,
+    only `keep` applies."""
+
+    scope: MemoryScope
+    into: Any = None
+    others: tuple[Any, ...] = ()
+    content: Any = None
+    keep: int | None = None
+
+
+Record = ModelCall | ToolCall | JudgeVerdict | Remembered | MemoryFolded
 
 
 @dataclass(frozen=True)
@@ -464,15 +502,19 @@ class RunStore(Protocol):
     @overload
     def recall(self, run: RunView, key: MemoryQuery) -> list[Any]: ...
 
+    @overload
+    def recall(self, run: RunView, key: MemoryEntries) -> list[MemoryEntry]: ...
+
     def recall(
-        self, run: RunView, key: ReplyKey | ResultKey | MemoryQuery
-    ) -> ModelReply | ToolResult | list[Any] | None:
-        """A recorded model reply or tool result; or a memory scope's items (newest first)."""
+        self, run: RunView, key: ReplyKey | ResultKey | MemoryQuery | MemoryEntries
+    ) -> ModelReply | ToolResult | list[Any] | list[MemoryEntry] | None:
+        """A recorded model reply or tool result; or a memory scope's items (newest first),
+        with their ids for `MemoryEntries`."""
 
     def record(self, run: RunView, record: Record) -> RunView:
-        """Keep a model call, a tool call, a judge's verdict or a memory item, in its own
-        commit; answers the run as written (a call's commit takes the records the engine
-        buffered)."""
+        """Keep a model call, a tool call, a judge's verdict or a memory item (or fold
+        memory items into one), in its own commit; answers the run as written (a call's
+        commit takes the records the engine buffered)."""
 
     def reserve(
         self, run: RunView, *, llm_calls: int = 0, tool_calls: int = 0, estimate: Decimal

@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from runs.engine import context as ctx
+from runs.engine import memory as memories
 from runs.engine import pinned
 from runs.engine.definition import Definition, Identity
 
@@ -97,13 +98,12 @@ def compose(
             else ""
         ),
         "DYNAMIC_PLAN": "",
-        "MEMORY": ("Memory:\n" + _json(memory)) if memory else "",
+        "MEMORY": ("Memory:\n" + memories.shown(memory)) if memory else "",
         "TOOL_RESULTS": ("Results so far:\n" + _json(shown_state)) if shown_state else "",
     }
     if iterations:
-        parts["TOOL_RESULTS"] = (
-            parts["TOOL_RESULTS"] + "\n\nEarlier passes:\n" + _json(iterations)
-        ).strip()
+        shown = iterations if isinstance(iterations, str) else _json(iterations)
+        parts["TOOL_RESULTS"] = (parts["TOOL_RESULTS"] + "\n\nEarlier passes:\n" + shown).strip()
     kept, dropped = _fitted(parts, engineering, instruction, count_tokens)
     return _as_messages(definition, kept, instruction), dropped
 

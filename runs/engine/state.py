@@ -12,6 +12,9 @@ if TYPE_CHECKING:
 
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 HISTORY_KEY = "_iterations"  # the outputs of earlier passes, for loop control
+# SUMMARIZED loop context: {"text": the model's summary, "iterations": how many of the
+# passes kept under HISTORY_KEY it took in} (runs/engine/summaries.py).
+SUMMARY_KEY = "_iterations_summary"
 REVIEW_RETRIES_KEY = "_review_retries"
 # Where the next pass of a run that ran out of passes starts, once a person gives it more.
 RESTART_AT_KEY = "_next_pass_at"
@@ -99,6 +102,8 @@ EventKind = Literal[
     "loop.next",  # another pass of the plan: iteration
     "loop.stopped",  # iteration, reason
     "context.trimmed",  # parts dropped to fit max_context_tokens: dropped
+    "memory.summarized",  # the oldest memory items folded into a summary: items, kept
+    "memory.not_summarized",  # a fold's summary call failed or had no room: reason
     "safety.flagged",  # a content filter's finding: step, kinds, action
     # its calls
     "llm.call",  # step, model, tokens, cost_usd, latency_ms

@@ -14,6 +14,9 @@ from typing import Any, overload
 from runs.engine.hitl import ApprovalVerdict
 from runs.engine.ports import (
     JudgeVerdict,
+    MemoryEntries,
+    MemoryEntry,
+    MemoryFolded,
     MemoryQuery,
     ModelCall,
     ModelReply,
@@ -40,13 +43,18 @@ class DispatchingStore(abc.ABC):
     @overload
     def recall(self, run: RunView, key: MemoryQuery) -> list[Any]: ...
 
+    @overload
+    def recall(self, run: RunView, key: MemoryEntries) -> list[MemoryEntry]: ...
+
     def recall(
-        self, run: RunView, key: ReplyKey | ResultKey | MemoryQuery
-    ) -> ModelReply | ToolResult | list[Any] | None:
+        self, run: RunView, key: ReplyKey | ResultKey | MemoryQuery | MemoryEntries
+    ) -> ModelReply | ToolResult | list[Any] | list[MemoryEntry] | None:
         if isinstance(key, ReplyKey):
             return self._recorded_reply(run, key.key)
         if isinstance(key, ResultKey):
             return self._recorded_tool_result(run, key.key)
+        if isinstance(key, MemoryEntries):
+            return self._memory_entries(key)
         return self._memory_read(key)
 
     def record(self, run: RunView, record: Record) -> RunView:
@@ -56,6 +64,8 @@ class DispatchingStore(abc.ABC):
             return self._record_tool_call(run, record)
         if isinstance(record, JudgeVerdict):
             self._record_judge(run, record.key, record.verdict)
+        elif isinstance(record, MemoryFolded):
+            self._memory_fold(run, record)
         else:
             self._memory_write(run, record)
         return run
@@ -102,8 +112,16 @@ class DispatchingStore(abc.ABC):
         """Keep a judge's verdict."""
 
     @abc.abstractmethod
+    def _memory_entries(self, query: MemoryEntries) -> list[MemoryEntry]:
+        """A memory scope's items with their ids, newest first, past the newest `skip`."""
+
+    @abc.abstractmethod
     def _memory_write(self, run: RunView, item: Remembered) -> None:
-        """Keep a memory item."""
+        """Keep a memory item (once per run)."""
+
+    @abc.abstractmethod
+    def _memory_fold(self, run: RunView, fold: MemoryFolded) -> None:
+        """Fold memory items into one, all or nothing; then keep the newest `fold.keep`."""
 
     @abc.abstractmethod
     def _cancel_requested(self, run: RunView) -> RunView:

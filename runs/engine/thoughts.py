@@ -7,7 +7,7 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from runs.engine import loop, memory
+from runs.engine import memory, summaries
 from runs.engine import plan as plans
 from runs.engine.definition import ReasoningConfig
 from runs.engine.limits import NOTHING
@@ -25,11 +25,7 @@ from runs.engine.ports import (
     ScreeningError,
 )
 from runs.engine.prompts import compose
-from runs.engine.state import (
-    HISTORY_KEY,
-    RunView,
-    StepRecord,
-)
+from runs.engine.state import RunView, StepRecord
 
 if TYPE_CHECKING:
     from runs.engine.core import Engine
@@ -157,21 +153,21 @@ def cost_estimate(engine: Engine, request: ModelRequest) -> Decimal:
 
 def prompt_messages(
     engine: Engine, run: RunView, instruction: str
-) -> tuple[RunView, tuple[dict[str, Any], ...]]:
+) -> tuple[RunView, tuple[dict[str, Any], ...] | Failed | OverBudget]:
     """The prompt of a THOUGHT or tool-arguments call under the entity's context
-    engineering, memory and iteration context; the run with the memory it read."""
+    engineering, memory and iteration context; the run with the memory it read (and the
+    summary of earlier passes it made, or why it could not: then no prompt)."""
     definition = run.definition
     model_name = definition["logic_gate"]["reasoning_config"]["model_name"]
-    loop_control = definition["planning"]["loop_control"]
-    history = run.state.get(HISTORY_KEY) or []
-    iterations = (
-        loop.iteration_context(history, loop_control["iteration_context_mode"]) if history else None
-    )
+    run, failed = summaries.pass_summary(engine, run)
+    if failed is not None:
+        return run, failed
+    iterations = summaries.earlier_passes(run)
     remembered = run.memory
     if remembered is None:
         query = memory.reading(run, engine.clock.now())
         items = engine.store.recall(run, query) if query is not None else []
-        remembered = memory.oldest_first(items)
+        remembered = memory.oldest_first(items, query)
         run = run.changed(memory=remembered)
     messages, dropped = compose(
         definition,
@@ -203,11 +199,13 @@ def thought_step(
     )
     instruction = plans.render_template(template, data)
     schema = output_schema if output_schema.get("properties") else None
+    record = record.with_input({"prompt": instruction})
     run, messages = prompt_messages(engine, run, instruction)
+    if isinstance(messages, Failed | OverBudget):
+        return run, record, messages
     request = model_request(
         engine, run, messages=messages, response_schema=schema, purpose="THOUGHT"
     )
-    record = record.with_input({"prompt": instruction})
     run, reply = call_model(engine, run, record, request)
     if isinstance(reply, Failed | OverBudget):
         return run, record, reply

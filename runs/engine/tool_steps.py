@@ -73,6 +73,8 @@ def tool_arguments(
         run,
         f"Call the tool {name} with the right arguments for this step: {step['name']}.",
     )
+    if isinstance(messages, Failed | OverBudget):
+        return run, messages
     request = thoughts.model_request(
         engine,
         run,

@@ -13,6 +13,8 @@ from runs.engine.loop import (
     iteration_limit,
     metric_value,
     next_iteration_allowed,
+    summarized,
+    summary_due,
     unmet,
 )
 
@@ -117,6 +119,35 @@ def test_the_default_summary_is_a_line_per_pass_with_long_ones_cut() -> None:
     assert second.startswith("Iteration 2: xxx") and second.endswith("…")
     assert len(second) == len("Iteration 2: ") + 300
     assert default_summary([]) == ""
+
+
+@pytest.mark.parametrize(
+    ("every", "due_at"),
+    [(None, [1, 2, 3, 4, 5]), (1, [1, 2, 3, 4, 5]), (2, [2, 4]), (3, [3])],
+)
+def test_a_summary_is_due_once_every_n_passes_gathered_since_the_last(
+    every: int | None, due_at: list[int]
+) -> None:
+    summarised, due = 0, []
+    for passes in range(1, 6):  # the passes kept before passes 2 to 6
+        if summary_due(passes, summarised, every):
+            summarised = passes
+            due.append(passes)
+    assert due == due_at
+
+
+def test_summarized_shows_the_last_summary_and_the_passes_since_verbatim() -> None:
+    long = "x" * 400
+    assert (
+        summarized([{"draft": 1}, long], None, 0)
+        == f'Iteration 1: {{"draft": 1}}\nIteration 2: {long}'
+    )
+    assert summarized([{"draft": 1}, long], "a first draft", 1) == (
+        f"Summary of iteration 1: a first draft\nIteration 2: {long}"
+    )
+    assert summarized(HISTORY, "three drafts", 3) == (
+        'Summary of iterations 1-3: three drafts\nIteration 4: {"draft": 4}'
+    )
 
 
 def test_an_unknown_mode_shows_everything() -> None:

@@ -8,12 +8,14 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
 import jsonschema
 import pytest
 
+from runs.engine import summaries
 from runs.engine.ports import LLM_ERROR, TIMEOUT, ModelError, ModelRequest
 from runs.gateway import LiteLLMGateway, litellm_module
 from tests.support.demo_schemas import FIXTURE_SCHEMAS, standard
@@ -112,6 +114,34 @@ def test_it_answers_every_output_schema_of_the_demo_hierarchy(gateway):
             response_schema=standard(schema),
         )
         jsonschema.validate(gateway.complete(request).parsed, standard(schema))
+
+
+def test_a_summary_request_gets_a_summary_of_what_it_was_given(gateway):
+    earlier = "\n".join(
+        [
+            "Summary of iterations 1-2: a first draft, then a shorter one",
+            'Iteration 3: {"text": "' + "a long draft " * 20 + '"}',
+        ]
+    )
+    messages = (
+        {"role": "system", "content": summaries.PASSES_PROMPT},
+        {"role": "user", "content": f"<earlier>\n{earlier}\n</earlier>"},
+    )
+    request = replace(
+        offline(response_schema=summaries.SUMMARY_SCHEMA, purpose="SUMMARY"), messages=messages
+    )
+    reply = gateway.complete(request)
+
+    jsonschema.validate(reply.parsed, summaries.SUMMARY_SCHEMA)
+    text = reply.parsed["summary"]
+    assert text.startswith("2 earlier entries. Summary of iterations 1-2: a first draft")
+    assert 'Iteration 3: {"text": "a long draft' in text and "…" in text
+    assert gateway.complete(request).parsed == reply.parsed  # the same every time
+    # However long the material, a summary stays short: summaries of summaries do not grow.
+    many = "\n".join(f"Item: {n} " + "x" * 90 for n in range(100))
+    messages = ({"role": "user", "content": f"<earlier>\n{many}\n</earlier>"},)
+    request = replace(offline(response_schema=summaries.SUMMARY_SCHEMA), messages=messages)
+    assert len(gateway.complete(request).parsed["summary"]) == 800
 
 
 def test_it_calls_the_named_tool_with_arguments_valid_against_its_parameters(gateway):

@@ -7,6 +7,7 @@ owner), as `runs.engine_factory` does. Also the definitions the scenarios build 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -24,7 +25,7 @@ from governance.safety import SafetyScreening
 from runs.engine.core import Engine, RunStore, RunView
 from runs.engine.memory_store import InMemoryRunStore
 from runs.gateway import LiteLLMGateway
-from runs.models import LLMCall, Run, RunEvent, StepRun
+from runs.models import LLMCall, MemoryItem, Run, RunEvent, StepRun
 from runs.services import run_cancel, run_grant_passes, run_start
 from runs.store import OrmRunStore
 from tests.factories import EntityFactory, UserFactory, grant, tool_definition
@@ -41,6 +42,19 @@ class StoreWrapper:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A model call as recorded: why (purpose), under which step record, its prompt as the
+    log keeps it, and the JSON it answered."""
+
+    purpose: str
+    step: str
+    iteration: int
+    attempt: int
+    prompt: str
+    parsed: Any
 
 
 class World:
@@ -122,6 +136,9 @@ class World:
     def model_call_count(self, run_id: str) -> int: ...
     def model_calls(self, run_id: str) -> list[tuple[int, Decimal]]: ...
     def prompts(self, run_id: str) -> list[str]: ...
+    def call_log(self, run_id: str) -> list[Call]: ...
+    def memory_contents(self) -> list[Any]: ...
+    def expire_memory_of(self, run_id: str) -> None: ...
     def counters(self, run_id: str) -> tuple[Decimal, int, int]: ...
     def budget(self, run_id: str) -> tuple[Decimal | None, Decimal, Decimal]: ...
     def call_counts(self, run_id: str) -> tuple[int, int]: ...
@@ -235,6 +252,29 @@ class MemoryWorld(World):
 
     def _calls(self, run_id: str) -> list[Any]:
         return [c for c in self.store.model_calls if c.run_id == run_id]
+
+    def call_log(self, run_id: str) -> list[Call]:
+        return [
+            Call(
+                c.request.purpose,
+                c.step,
+                c.iteration,
+                c.attempt,
+                "\n\n".join(f"[{m['role']}] {m.get('content') or ''}" for m in c.request.messages),
+                c.reply.parsed,
+            )
+            for c in self._calls(run_id)
+        ]
+
+    def memory_contents(self) -> list[Any]:
+        """Every memory item's content, newest first."""
+        items = sorted(self.store._world.memory, key=lambda m: (m.created_at, m.id), reverse=True)
+        return [m.content for m in items]
+
+    def expire_memory_of(self, run_id: str) -> None:
+        for item in self.store._world.memory:
+            if item.run_id == run_id:
+                item.expires_at = self.clock() - timedelta(seconds=1)
 
     def counters(self, run_id: str) -> tuple[Decimal, int, int]:
         run = self.store.run(run_id)
@@ -365,6 +405,28 @@ class OrmWorld(World):
 
     def prompts(self, run_id: str) -> list[str]:
         return list(LLMCall.objects.filter(run_id=run_id).values_list("input_prompt", flat=True))
+
+    def call_log(self, run_id: str) -> list[Call]:
+        return [
+            Call(
+                row.purpose,
+                row.metadata["step"],
+                row.metadata["iteration"],
+                row.metadata["attempt"],
+                row.input_prompt,
+                row.metadata.get("parsed"),
+            )
+            for row in LLMCall.objects.filter(run_id=run_id)
+        ]
+
+    def memory_contents(self) -> list[Any]:
+        """Every memory item's content, newest first."""
+        return list(MemoryItem.objects.values_list("content", flat=True))
+
+    def expire_memory_of(self, run_id: str) -> None:
+        MemoryItem.objects.filter(run_id=run_id).update(
+            expires_at=timezone.now() - timedelta(seconds=1)
+        )
 
     def counters(self, run_id: str) -> tuple[Decimal, int, int]:
         run = self._run(run_id)
