@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from runs.engine import checkpoints, endings, hitl, step_review
 from runs.engine import plan as plans
+from runs.engine.definition import Definition
 from runs.engine.limits import LimitReached
 from runs.engine.outcomes import Failed, OverBudget, WaitingOnChildren
 from runs.engine.ports import (
@@ -206,7 +207,7 @@ def join(engine: Engine, run: RunView) -> tuple[RunView, bool]:
 
 
 def _undeclared(
-    step: dict[str, Any], child: dict[str, Any], undeclared: list[str] | None, readable: list[str]
+    step: dict[str, Any], child: Definition, undeclared: list[str] | None, readable: list[str]
 ) -> str:
     """Why a child's mapping may not read what it reads (state_contract.reads_from)."""
     name = child["identity"]["name"]

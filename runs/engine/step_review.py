@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from runs.engine import checkpoints, endings, hitl, retry, review, thoughts
 from runs.engine import plan as plans
+from runs.engine.definition import Definition
 from runs.engine.limits import LimitReached
 from runs.engine.outcomes import OverBudget, RetryAt
 from runs.engine.ports import VALIDATION_ERROR, JudgeVerdict, Save
@@ -46,7 +47,7 @@ PASSED, AGAIN, STOP = "passed", "again", "stop"
 REVIEW_SUFFIX = "~review"
 
 
-def reviews_steps(definition: dict[str, Any]) -> bool:
+def reviews_steps(definition: Definition) -> bool:
     """Whether the entity reviews each step's result (else its output, or nothing)."""
     mechanism = definition["logic_gate"]["review_mechanism"]
     return bool(mechanism.get("enabled")) and mechanism.get("scope", "OUTPUT") == "EACH_STEP"

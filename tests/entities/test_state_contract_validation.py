@@ -22,9 +22,7 @@ def reader(workspace: Any, reads: list[str], name: str = "writer") -> Entity:
         workspace=workspace,
         name=name,
         io_contract={
-            "input": {
-                "schema": {"type": "object", "properties": {"topic": {"type": "string"}}}
-            },
+            "input": {"schema": {"type": "object", "properties": {"topic": {"type": "string"}}}},
             "state_contract": {"reads_from": reads},
         },
     )
