@@ -541,6 +541,16 @@ def _memory_problems(memory: dict) -> list[Problem]:
                 "database; use POSTGRES_JSONB",
             )
         )
+    retention = memory["retention_policy"]
+    fold, cap = retention["summarization_threshold"], retention["max_items"]
+    if fold is not None and cap is not None and cap < fold:
+        problems.append(
+            Problem(
+                "capabilities.memory.retention_policy.summarization_threshold",
+                f"is {fold} but max_items keeps only {cap}: the oldest items would be dropped "
+                "before there are enough to summarise; make it at most max_items, or null",
+            )
+        )
     return problems
 
 

@@ -365,13 +365,6 @@ def test_memory_summarises_before_max_items_applies(world):
     assert topics(world.memory_contents()) == ["topic-4", "topic-3", "summary"]
 
 
-def test_max_items_under_the_threshold_keeps_the_newest_and_folds_nothing(world):
-    remembering(world, summarization_threshold=3, max_items=2)
-    runs = [world.run("diarist", {"topic": f"topic-{n}"}) for n in range(1, 5)]
-    assert topics(world.memory_contents()) == ["topic-4", "topic-3"]
-    assert all(not summaries_of(world, run) for run in runs)
-
-
 def test_expired_items_are_neither_counted_nor_folded(world):
     remembering(world, summarization_threshold=2, ttl_seconds=3600)
     first = world.run("diarist", {"topic": "topic-1"})

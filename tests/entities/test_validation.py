@@ -445,6 +445,23 @@ def test_a_memory_kept_anywhere_but_the_database_is_not_supported_yet(acme, back
     )
 
 
+@pytest.mark.parametrize(("cap", "fold"), [(9, 10), (5, 50)])
+def test_a_memory_that_drops_items_before_it_can_summarise_them_is_refused(acme, cap, fold):
+    policy = {"max_items": cap, "summarization_threshold": fold}
+    memory = {"memory": {"enabled": True, "retention_policy": policy}}
+    problems = refused(acme, definition("x", capabilities=memory))
+
+    message = at(problems, "capabilities.memory.retention_policy.summarization_threshold")
+    assert message.startswith(f"is {fold} but max_items keeps only {cap}")
+
+
+@pytest.mark.parametrize("cap", [50, 100])
+def test_a_memory_that_summarises_within_its_cap_is_saved(acme, cap):
+    policy = {"max_items": cap, "summarization_threshold": 50}
+    memory = {"memory": {"enabled": True, "retention_policy": policy}}
+    assert entity_save(workspace=acme, definition=definition("x", capabilities=memory)).entity
+
+
 def test_it_refuses_a_condition_that_is_not_json(acme):
     EntityFactory(workspace=acme, name="child")
     link = {
