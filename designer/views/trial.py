@@ -63,7 +63,8 @@ def _entity(request: HttpRequest, workspace: str, pk: Any) -> Any:
 @login_required
 @require_POST
 def entity_try(request: HttpRequest, workspace: str, pk: Any) -> HttpResponse:
-    """Start a trial on the input sent; its problems at their fields (422) otherwise."""
+    """Start a trial on the input sent; otherwise the wizard's next page (when the input
+    form is one), or the problems at their fields (422)."""
     entity = _entity(request, workspace, pk)
     if not may_try(request.user, entity.workspace):
         raise PermissionDenied("Designers and operators try entities.")
