@@ -2,7 +2,16 @@ from __future__ import annotations
 
 from django.urls import path
 
-from designer.views import editor, pickers, tool_picker, tree, trial, versions, workspaces
+from designer.views import (
+    cloning,
+    editor,
+    pickers,
+    tool_picker,
+    tree,
+    trial,
+    versions,
+    workspaces,
+)
 
 app_name = "designer"
 
@@ -24,6 +33,11 @@ urlpatterns = [
     path("<slug:workspace>/entities/<uuid:pk>/json/", editor.entity_json, name="entity_json"),
     path("<slug:workspace>/entities/<uuid:pk>/status/", editor.entity_status, name="entity_status"),
     path("<slug:workspace>/entities/<uuid:pk>/try/", trial.entity_try, name="entity_try"),
+    path(
+        "<slug:workspace>/entities/<uuid:pk>/clone/",
+        cloning.entity_clone_view,
+        name="entity_clone",
+    ),
     path(
         "<slug:workspace>/entities/<uuid:pk>/try/<uuid:run>/",
         trial.entity_try_result,

@@ -1,4 +1,5 @@
-"""The entities API (issue 6): entities of your workspaces, their versions, import and export.
+"""The entities API (issue 6): entities of your workspaces, their versions, import and export,
+and new entities from templates (`clone`).
 
 Reads go through `entities.selectors` (an entity of another workspace is a 404). Every write
 goes through the same services as the admin (`entity_save`, `entity_set_status`,
@@ -62,11 +63,15 @@ from entities.selectors import (
 )
 from entities.serializers import WorkspaceRefSerializer
 from entities.services import (
+    CLONE_CHILDREN,
+    CLONE_LINK,
     SaveResult,
     entities_import,
+    entity_clone,
     entity_rollback,
     entity_save,
     entity_set_status,
+    is_template,
 )
 from governance.permissions import (
     ADMINISTER,
@@ -140,6 +145,10 @@ class EntitySummarySerializer(serializers.ModelSerializer):
         allow_null=True, read_only=True, help_text="The definition's own id, such as proc-001."
     )
     tags = serializers.ListField(child=serializers.CharField(), read_only=True)
+    is_template = serializers.SerializerMethodField(
+        help_text="Marked a template (metadata_extensions.ui_hints.is_template): POST a name "
+        "to its clone address to start a new entity from a copy of it."
+    )
 
     class Meta:
         model = Entity
@@ -157,6 +166,7 @@ class EntitySummarySerializer(serializers.ModelSerializer):
             "tags",
             "is_atomic",
             "composition_depth",
+            "is_template",
             "created_at",
             "updated_at",
         ]
@@ -164,6 +174,9 @@ class EntitySummarySerializer(serializers.ModelSerializer):
 
     def get_url(self, entity: Entity) -> str:
         return _entity_url(entity)
+
+    def get_is_template(self, entity: Entity) -> bool:
+        return is_template(entity)
 
 
 class EntitySerializer(EntitySummarySerializer):
@@ -389,6 +402,29 @@ class UpperChoiceField(serializers.ChoiceField):
         return super().to_internal_value(data.upper() if isinstance(data, str) else data)
 
 
+class EntityCloneSerializer(StrictSerializer):
+    """A new entity from a template: its name, and what becomes of the template's children."""
+
+    name = serializers.RegexField(
+        regex=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        max_length=100,
+        help_text="The new entity's name, unique in the workspace.",
+        error_messages={
+            "invalid": "may contain only letters, digits, '_', '-' and '.', and must start with "
+            "a letter or digit"
+        },
+    )
+    children = UpperChoiceField(
+        choices=list(CLONE_CHILDREN.items()),
+        default=CLONE_LINK,
+        help_text="LINK (the default): the copy has the template's children, shared; COPY: "
+        "each direct child is copied too, as a draft named <name>.<child's name>.",
+        error_messages={
+            "invalid_choice": '"{input}" is not a choice; use ' + " or ".join(CLONE_CHILDREN)
+        },
+    )
+
+
 class EntityStatusSerializer(StrictSerializer):
     """A move to another status: DRAFT → ACTIVE/ARCHIVED, ACTIVE → DRAFT/DEPRECATED/ARCHIVED,
     DEPRECATED → ACTIVE/ARCHIVED, ARCHIVED → DRAFT. Only ACTIVE entities run."""
@@ -426,9 +462,16 @@ class EntityFilters(ListFilters):
         help_text="Words in the name, display name or description (any case).",
     )
     tag = serializers.CharField(required=False, max_length=100, help_text="Carries this tag.")
+    template = serializers.BooleanField(
+        required=False,
+        help_text="true: the templates only (what `clone` takes); false: the other entities.",
+    )
 
     def narrow(self, entities: QuerySet[Entity]) -> QuerySet[Entity]:
         filters = self.validated_data
+        if "template" in filters:
+            templates = Q(metadata_extensions__ui_hints__is_template=True)
+            entities = entities.filter(templates if filters["template"] else ~templates)
         if "workspace" in filters:
             entities = entities.filter(workspace=filters["workspace"])
         if "type" in filters:
@@ -653,6 +696,41 @@ class EntityStatusMove(APIView):
         return Response(EntitySerializer(entity, context={"request": request}).data)
 
 
+class EntityClone(APIView):
+    @extend_schema(
+        tags=["entities"],
+        summary="Create an entity from a template",
+        description="A new entity in the template's workspace with a copy of its definition: "
+        "a DRAFT named `name`, version 1.0.0 with a history of its own, not a template "
+        "itself, audited as entity.created with what it was cloned from. Its children are the "
+        "template's (`children: LINK`) or copies of them (`COPY`). A name that is taken (or a "
+        "child's copy's, under `children`) is a 400 naming the field; an entity that is not a "
+        "template (`metadata_extensions.ui_hints.is_template`), or whose definition no longer "
+        "validates (`template.<path>`), is a 409 CONFLICT. Needs the designer role.",
+        request=EntityCloneSerializer,
+        examples=[OpenApiExample("A copy", value={"name": "summer_campaign"}, request_only=True)],
+        responses={201: EntitySavedSerializer, **error_responses(400, 403, 404, 409, 415)},
+    )
+    def post(self, request: Request, pk: Any) -> Response:
+        template = entity_get(user=request.user, pk=pk)
+        _require_design(request.user, template.workspace, "create entities")
+        body = EntityCloneSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            result = entity_clone(
+                template=template,
+                name=body.validated_data["name"],
+                children=body.validated_data["children"],
+                user=request.user,
+            )
+        except DefinitionInvalid as invalid:
+            details = problem_details(invalid.problems, prefix="")
+            if any(problem.path in ("name", "children") for problem in invalid.problems):
+                raise exceptions.ValidationError(details) from None
+            raise Conflict(details) from None
+        return _saved(request, result, status_code=status.HTTP_201_CREATED)
+
+
 @extend_schema(
     tags=["entities"],
     summary="An entity's version history",
@@ -857,6 +935,7 @@ urlpatterns = [
     path("entities", EntityList.as_view(), name="entity-list"),
     path("entities/<uuid:pk>", EntityDetail.as_view(), name="entity-detail"),
     path("entities/<uuid:pk>/status", EntityStatusMove.as_view(), name="entity-status"),
+    path("entities/<uuid:pk>/clone", EntityClone.as_view(), name="entity-clone"),
     path("entities/<uuid:pk>/versions", EntityVersionList.as_view(), name="entity-versions"),
     re_path(
         r"^entities/(?P<pk>" + UUID + r")/versions/(?P<version>[0-9]+\.[0-9]+\.[0-9]+)$",

@@ -46,6 +46,16 @@ SECTIONS = (
 # A FUNCTION validator names a function registered in code; never an import path.
 FUNCTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+# `metadata_extensions.ui_hints.form_layout`: how the forms that ask for a run's input (the
+# console's start form, the designer's "Try it") lay out its fields (runs/input_wizard.py).
+# null is "single".
+FORM_LAYOUTS = {
+    "single": "one form with every field",
+    "wizard": "a page per field (or per group of fields), then a review before starting",
+}
+# `ui_hints.visibility`: every entity is seen by its workspace's members, and no one else.
+VISIBILITY = "WORKSPACE"
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -460,6 +470,34 @@ def _semantic_problems(d: dict, valid: set[str]) -> list[Problem]:
         problems += _io_contract_problems(d["io_contract"])
     if "observability" in valid:
         problems += _custom_metric_problems(d["observability"]["metrics"]["custom_metrics"])
+    if "metadata_extensions" in valid:
+        problems += _ui_hint_problems(d["metadata_extensions"]["ui_hints"])
+    return problems
+
+
+def _ui_hint_problems(ui_hints: dict) -> list[Problem]:
+    """Every UI hint acts or is refused: a layout the forms do not have, or a visibility
+    other than the workspace's, would be kept and silently do nothing."""
+    problems: list[Problem] = []
+    base = "metadata_extensions.ui_hints"
+    layout = ui_hints["form_layout"]
+    if layout is not None and layout not in FORM_LAYOUTS:
+        known = "; ".join(f"{name!r} ({what})" for name, what in FORM_LAYOUTS.items())
+        problems.append(
+            Problem(
+                f"{base}.form_layout",
+                f"{layout!r} is not a form layout; use {known}, or null for the single form",
+            )
+        )
+    visibility = ui_hints["visibility"]
+    if visibility != VISIBILITY:
+        problems.append(
+            Problem(
+                f"{base}.visibility",
+                f"{visibility} is not supported yet: every entity is visible to all the members "
+                f"of its workspace and to no one else; use {VISIBILITY}",
+            )
+        )
     return problems
 
 

@@ -150,6 +150,14 @@ def tree_roots(*, workspace: Workspace) -> QuerySet[Entity]:
     return with_tree_counts(roots).order_by(TYPE_RANK, "name")
 
 
+def template_list(*, workspace: Workspace) -> QuerySet[Entity]:
+    """The workspace's templates (`metadata_extensions.ui_hints.is_template`), processes
+    first, then by name. The caller has checked the workspace is the user's."""
+    return Entity.objects.filter(
+        workspace=workspace, metadata_extensions__ui_hints__is_template=True
+    ).order_by(TYPE_RANK, "name")
+
+
 def tree_children(*, parent: Entity) -> QuerySet[ChildLink]:
     """The parent's links in order, each child with its counts (`child__…` is read through
     the link; the counts are on the link as `child_child_count`, `child_parent_count`)."""

@@ -142,13 +142,13 @@ def entities_save(
     user: Any = None,
     keep_timestamps: bool = False,
     audit_action: str | None = None,
-    audit_details: dict | None = None,
+    audit_details: dict | list[dict | None] | None = None,
 ) -> list[SaveResult]:
     """Validate and write a batch of definitions; `targets[i]` is the entity to update.
 
     Each new version is audited as `audit_action` (by default entity.created or
-    entity.updated, with `audit_details` added to the record's `after`), each status change
-    as entity.status_changed."""
+    entity.updated, with `audit_details` added to the record's `after`: one dict for every
+    record, or a list with one per definition), each status change as entity.status_changed."""
     with transaction.atomic():
         # One design-time writer per workspace at a time: two saves that each look fine
         # could together form a cycle.
@@ -161,8 +161,9 @@ def entities_save(
         if problems:
             raise DefinitionInvalid(problems)
         results = _write(workspace, items, user=user, keep_timestamps=keep_timestamps)
-        for result, item in zip(results, items, strict=True):
-            _audit_save(result, item, user=user, action=audit_action, details=audit_details)
+        details = audit_details if isinstance(audit_details, list) else [audit_details] * len(items)
+        for result, item, detail in zip(results, items, details, strict=True):
+            _audit_save(result, item, user=user, action=audit_action, details=detail)
         return results
 
 
@@ -639,6 +640,142 @@ def entity_rollback(*, version: EntityVersion, user: Any = None) -> SaveResult:
         audit_action=AuditAction.ENTITY_ROLLED_BACK,
         audit_details={"restored_from": version.version},
     )[0]
+
+
+# Templates (`metadata_extensions.ui_hints.is_template`): a designer starts a new entity from
+# a copy of one. The copy is a new entity in every way: a DRAFT, its own name, a first
+# version, no template itself, created and audited as any creation is (with what it was
+# cloned from). Its children are the template's own (linked), or copies of them too.
+
+CLONE_LINK, CLONE_COPY = "LINK", "COPY"
+CLONE_CHILDREN = {
+    CLONE_LINK: "Link the same children: the copy and the template share them",
+    CLONE_COPY: "Copy the children too, each named <new name>.<child's name>",
+}
+
+
+def is_template(entity: Entity) -> bool:
+    hints = (entity.metadata_extensions or {}).get("ui_hints") or {}
+    return hints.get("is_template") is True
+
+
+def clone_child_name(name: str, child: Entity) -> str:
+    """The name of a child's copy under a copy named `name`."""
+    return f"{name}.{child.name}"
+
+
+def entity_clone(
+    *, template: Entity, name: str, children: str = CLONE_LINK, user: Any = None
+) -> SaveResult:
+    """Create a new DRAFT entity named `name` from a copy of `template`'s definition, with
+    children linked (LINK) or copied too (COPY: each direct child copied as a DRAFT named
+    `clone_child_name`, its own children linked). Refused with `DefinitionInvalid` when the
+    entity is not a template (path `is_template`), when a name is wrong or taken (`name`, or
+    `children` for a child's copy), or when the template's definition no longer validates
+    (`template.<path>`); nothing is written then."""
+    if children not in CLONE_CHILDREN:
+        raise DefinitionInvalid(
+            [Problem("children", f"{children!r} is not a choice; use {', '.join(CLONE_CHILDREN)}")]
+        )
+    with transaction.atomic():
+        workspace = _design_lock(template)
+        template = _current(template)
+        if not is_template(template):
+            raise DefinitionInvalid(
+                [
+                    Problem(
+                        "is_template",
+                        f"{template.name} is not a template: mark it one "
+                        "(metadata_extensions.ui_hints.is_template) to start entities from it",
+                    )
+                ]
+            )
+        tools = tools_of(workspace)
+        copied = []
+        if children == CLONE_COPY:
+            seen = {}
+            for link in sorted(template.child_links.all(), key=lambda link: (link.order, link.pk)):
+                seen.setdefault(link.child_id, link.child)
+            copied = list(seen.values())
+        renamed = {child.ref: clone_child_name(name, child) for child in copied}
+        definition = _copy_definition(definition_of(template, tools=tools), name, renamed)
+        definitions, sources = [definition], [template]
+        for child in copied:
+            original = with_relations(Entity.objects.filter(pk=child.pk)).get()
+            child_definition = _copy_definition(
+                definition_of(original, tools=tools), renamed[child.ref], {}
+            )
+            child_definition["hierarchy"]["parent_id"] = name
+            definitions.append(child_definition)
+            sources.append(original)
+        try:
+            return entities_save(
+                workspace=workspace,
+                definitions=definitions,
+                targets=[None] * len(definitions),
+                labels=["", *(renamed[child.ref] for child in copied)],
+                user=user,
+                audit_details=[
+                    {
+                        "cloned_from": {
+                            "id": str(source.pk),
+                            "name": source.name,
+                            "version": source.version,
+                        }
+                    }
+                    for source in sources
+                ],
+            )[0]
+        except DefinitionInvalid as invalid:
+            raise DefinitionInvalid(_clone_problems(invalid.problems)) from None
+
+
+def _copy_definition(definition: dict, name: str, renamed: dict[str, str]) -> dict:
+    """`definition` as a new entity's: named `name`, a DRAFT with no id, version or history,
+    not a template, a root (the template's home parent is not the copy's), tools by
+    reference (the registry's stay as they are), children named as `renamed` says."""
+    definition = copy.deepcopy(definition)
+    metadata = definition["metadata"]
+    for key in ("id", "version", "created_at", "updated_at", "created_by"):
+        metadata.pop(key, None)
+    metadata["status"] = EntityStatus.DRAFT
+    definition["identity"]["name"] = name
+    hierarchy = definition["hierarchy"]
+    hierarchy["parent_id"] = None
+    for link in hierarchy["children"]:
+        link["child_id"] = renamed.get(link["child_id"], link["child_id"])
+    for step in definition["planning"]["static_plan"]["steps"]:
+        target = step["target"]
+        if target.get("entity_id") in renamed:
+            target["entity_id"] = renamed[target["entity_id"]]
+    definition["capabilities"]["tools"] = [
+        {"tool_id": tool["tool_id"]} for tool in definition["capabilities"]["tools"]
+    ]
+    definition["metadata_extensions"].setdefault("ui_hints", {})["is_template"] = False
+    return definition
+
+
+def _clone_problems(problems: list[Problem]) -> list[Problem]:
+    """The save's problems as the clone's request names them: the copy's name (`name`), a
+    child's copy's name (`children`), or what the template's definitions hold
+    (`template.<path>`, `template.children` for a child's). The names come first: a name
+    taken by another entity makes the copy's references resolve to it, and what follows from
+    that says nothing about the template."""
+    named = [p for p in problems if p.path == "identity.name"]
+    found = []
+    for problem in named or problems:
+        if problem.path == "identity.name":
+            if problem.entity:
+                found.append(Problem("children", f"{problem.entity}: {problem.message}"))
+            else:
+                found.append(Problem("name", problem.message))
+        elif problem.entity:
+            found.append(
+                Problem("template.children", f"{problem.entity}: {problem.path}: {problem.message}")
+            )
+        else:
+            found.append(Problem(f"template.{problem.path}".rstrip("."), problem.message))
+    return found
 
 
 def entity_delete_problems(entities: list[Entity]) -> list[Problem]:

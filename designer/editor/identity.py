@@ -7,6 +7,13 @@ from typing import Any
 from django import forms
 
 from designer.editor.base import RowForm, Rows, Section, deep, read
+from entities.definition import FORM_LAYOUTS
+
+# The input form's layouts as the select offers them; null in a definition is "single".
+LAYOUT_CHOICES = [
+    ("single", "One form: every field at once"),
+    ("wizard", "Wizard: a page per field (or group of fields), then a review"),
+]
 
 
 class LinesField(forms.CharField):
@@ -68,6 +75,24 @@ class IdentityForm(forms.Form):
         label="Behavioural constraints",
         help_text="One per line: rules the entity keeps whatever it is asked.",
     )
+    form_layout = forms.ChoiceField(
+        choices=LAYOUT_CHOICES,
+        label="Input form",
+        help_text="How the console's start form and “Try it” ask for a run's input. A wizard "
+        "needs an input schema with named fields; otherwise the input is one JSON text.",
+    )
+    is_template = forms.BooleanField(
+        required=False,
+        label="Template: designers start new entities from a copy of it (“Use as template”)",
+    )
+
+    def __init__(self, *args: Any, layout: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if layout is not None and layout not in FORM_LAYOUTS:
+            # A layout saved before the check refused it: shown as it is, so that saving
+            # says what is wrong with it at this field instead of changing it unseen.
+            field = self.fields["form_layout"]
+            field.choices = [*LAYOUT_CHOICES, (str(layout), f"{layout} (not supported)")]
 
 
 class ExampleForm(RowForm):
@@ -77,6 +102,9 @@ class ExampleForm(RowForm):
     ideal_response = forms.CharField(
         label="Ideal response", widget=forms.Textarea(attrs={"rows": 2})
     )
+
+
+UI_HINTS = ("metadata_extensions", "ui_hints")
 
 
 class IdentitySection(Section):
@@ -96,7 +124,12 @@ class IdentitySection(Section):
         "identity.persona.system_prompt": "system_prompt",
         "identity.persona.behavioral_constraints": "behavioral_constraints",
         "metadata.tags": "tags",
+        "metadata_extensions.ui_hints.form_layout": "form_layout",
+        "metadata_extensions.ui_hints.is_template": "is_template",
     }
+
+    def form_kwargs(self) -> dict[str, Any]:
+        return {"layout": read(self.definition, *UI_HINTS, "form_layout")}
 
     def initial(self, definition: dict) -> dict[str, Any]:
         constraints = read(definition, "identity", "persona", "behavioral_constraints") or []
@@ -112,6 +145,8 @@ class IdentitySection(Section):
             "behavioral_constraints": [c for c in constraints if isinstance(c, str)]
             if isinstance(constraints, list)
             else [],
+            "form_layout": read(definition, *UI_HINTS, "form_layout") or "single",
+            "is_template": read(definition, *UI_HINTS, "is_template") is True,
         }
 
     def row_initial(self, name: str, definition: dict) -> list[dict[str, Any]]:
@@ -146,3 +181,8 @@ class IdentitySection(Section):
             {"scenario": row["scenario"], "ideal_response": row["ideal_response"]}
             for row in rows["examples"]
         ]
+        hints = deep(definition, *UI_HINTS)
+        # null and "single" are the same form: a definition that says null keeps saying it.
+        if not (data["form_layout"] == "single" and hints.get("form_layout") is None):
+            hints["form_layout"] = data["form_layout"]
+        hints["is_template"] = data["is_template"]

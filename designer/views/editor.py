@@ -26,7 +26,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from designer.editor.base import EditorContext, moved_row
 from designer.editor.document import RAW, Editor, raw_definition
-from designer.views.trial import may_try, result_context, trial_form
+from designer.views.trial import may_try, result_context, trial_inputs
 from entities.definition import DefinitionInvalid, Problem
 from entities.selectors import entity_definition, entity_in_workspace, workspace_get
 from entities.services import STATUS_TRANSITIONS, entity_save, entity_set_status, entity_validate
@@ -88,7 +88,7 @@ def _render(
     transitions = sorted(STATUS_TRANSITIONS.get(entity.status, ())) if entity else []
     trial: dict[str, Any] = {}
     if entity is not None and may_try(request.user, context.workspace):
-        trial["try_form"] = trial_form(entity)
+        trial |= trial_inputs(entity)
         shown = request.GET.get("try", "")
         with contextlib.suppress(ValueError):  # not a run id: the form alone
             trial |= result_context(request.user, entity, uuid.UUID(shown))

@@ -1,4 +1,5 @@
-"""A workspace's hierarchy as a tree: processes at the top, each entity's children below it.
+"""A workspace's hierarchy as a tree: processes at the top, each entity's children below it,
+and the workspace's templates above it (designer/views/cloning.py).
 
 A workspace may hold thousands of entities, so the page renders only the roots; each node
 loads its children when it is opened (one partial, `_tree_children.html`, also the answer of
@@ -22,6 +23,7 @@ from entities.definition import DefinitionInvalid, Problem
 from entities.selectors import (
     child_candidates,
     entity_in_workspace,
+    template_list,
     tree_children,
     tree_roots,
     tree_search,
@@ -45,6 +47,8 @@ NEW_KINDS = (("PROCESS", "Process"), ("AGENT", "Agent"), ("SKILL", "Skill"), ("A
 PAGE = 50
 SEARCH_LIMIT = 20
 CANDIDATE_LIMIT = 10
+# The tree page's list of templates ("Use as template"); more are found by the search.
+TEMPLATE_LIMIT = 50
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -122,6 +126,8 @@ def tree(request: HtmxHttpRequest, workspace: str) -> HttpResponse:
     )
     if request.htmx and offset:
         return render(request, "designer/tree.html#tree-roots", context)
+    templates = template_list(workspace=context["workspace"])
+    context.update(templates=list(templates[:TEMPLATE_LIMIT]), template_count=templates.count())
     # Without script the search form reloads the page with `q`: the hits are shown in it.
     text = request.GET.get("q", "").strip()[:100]
     if text:

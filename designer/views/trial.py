@@ -3,7 +3,8 @@ schema, and watch the output and the trace without leaving the editor.
 
 A trial runs the entity's saved version, marked as a trial (the runs list and the dashboard
 keep it apart from production runs), with its tools sandboxed unless the designer chooses
-real ones. The result fragment polls itself while the run is going.
+real ones. The result fragment polls itself while the run is going. The input form is laid
+out as the console's start form is (one form, or a wizard: runs/input_wizard.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from designer.samples import sample_input
 from entities.selectors import entity_definition, entity_in_workspace, workspace_get
 from governance.permissions import DESIGN, OPERATE, has_perm
 from runs.forms import JSON_FIELD, RunInputForm
+from runs.input_wizard import InputWizard, form_layout
 from runs.selectors import trace_outline
 from runs.services import RunRefused, run_try
 from runs.trace_page import duration_label, pretty_json, usd
@@ -35,15 +37,22 @@ def may_try(user: Any, workspace: Any) -> bool:
     return has_perm(user, DESIGN, workspace) or has_perm(user, OPERATE, workspace)
 
 
-def trial_form(entity: Any, data: Any = None) -> RunInputForm:
-    """The input form of the entity's input contract, filled with a sample when unbound."""
-    contract = entity_definition(entity=entity).get("io_contract", {}).get("input", {})
+def trial_inputs(entity: Any, data: Any = None) -> dict[str, Any]:
+    """The input form of the entity's input contract (`try_form`), filled with a sample
+    when unbound, and `try_wizard` when its ui_hints lay it out as a wizard (else None)."""
+    definition = entity_definition(entity=entity)
+    contract = definition.get("io_contract", {}).get("input", {})
     schema = contract.get("schema", {})
     form = RunInputForm(data, schema=schema, rules=contract.get("validation_rules", []))
     if data is None:
         sample = sample_input(schema)
         form.initial = {JSON_FIELD: sample} if form.single_json else sample
-    return form
+    return {
+        "try_form": form,
+        "try_wizard": InputWizard.of(form_layout(definition), form, data),
+        # Kept from page to page of a wizard.
+        "live_tools": data is not None and data.get("live_tools") == "on",
+    }
 
 
 def _entity(request: HttpRequest, workspace: str, pk: Any) -> Any:
@@ -54,14 +63,18 @@ def _entity(request: HttpRequest, workspace: str, pk: Any) -> Any:
 @login_required
 @require_POST
 def entity_try(request: HttpRequest, workspace: str, pk: Any) -> HttpResponse:
-    """Start a trial on the input sent; its problems at their fields (422) otherwise."""
+    """Start a trial on the input sent; otherwise the wizard's next page (when the input
+    form is one), or the problems at their fields (422)."""
     entity = _entity(request, workspace, pk)
     if not may_try(request.user, entity.workspace):
         raise PermissionDenied("Designers and operators try entities.")
-    form = trial_form(entity, request.POST)
-    context: dict[str, Any] = {"entity": entity, "workspace": entity.workspace, "try_form": form}
-    if not form.is_valid():
-        return render(request, "designer/editor/_try.html", context, status=422)
+    inputs = trial_inputs(entity, request.POST)
+    form, wizard = inputs["try_form"], inputs["try_wizard"]
+    context: dict[str, Any] = {"entity": entity, "workspace": entity.workspace, **inputs}
+    if wizard is not None and not wizard.finished:
+        return _trial_form(request, context, status=wizard.status)
+    if wizard is None and not form.is_valid():
+        return _trial_form(request, context, status=422)
     try:
         run = run_try(
             entity=entity,
@@ -71,7 +84,7 @@ def entity_try(request: HttpRequest, workspace: str, pk: Any) -> HttpResponse:
         )
     except RunRefused as exc:
         context["refused"] = str(exc)
-        return render(request, "designer/editor/_try.html", context, status=409)
+        return _trial_form(request, context, status=409)
     if not request.htmx:  # type: ignore[attr-defined]
         # Without scripts the page comes back with the trial shown under its form.
         return redirect(
@@ -79,6 +92,15 @@ def entity_try(request: HttpRequest, workspace: str, pk: Any) -> HttpResponse:
         )
     context |= result_context(request.user, entity, run.pk)
     return render(request, "designer/editor/_try.html", context)
+
+
+def _trial_form(request: HttpRequest, context: dict[str, Any], *, status: int) -> HttpResponse:
+    """The "Try it" section for htmx; without scripts, a page of its own around it (a
+    wizard's next page, or the form with its problems), as the start form's page does."""
+    template = "designer/editor/_try.html"
+    if not request.htmx:  # type: ignore[attr-defined]
+        template = "designer/try.html"
+    return render(request, template, context, status=status)
 
 
 @login_required

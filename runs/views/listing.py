@@ -34,6 +34,7 @@ from entities.selectors import entity_get, entity_list, entity_startable_list
 from governance.permissions import OPERATE, allowed_workspace_ids, has_perm, workspaces_for
 from runs.attention import with_attention
 from runs.forms import RunFilterForm, RunInputForm
+from runs.input_wizard import InputWizard, form_layout
 from runs.models import ACTIVE, Run, RunStatus
 from runs.selectors import run_list
 from runs.services import RunRefused, run_cancel, run_grant_passes, run_rerun, run_start
@@ -334,8 +335,9 @@ def _refusal_for_viewer(user: Any, entity: Entity) -> str:
 @login_required
 @require_http_methods(["GET", "POST"])
 def run_start_entity(request: HtmxHttpRequest, entity_id: Any) -> HttpResponse:
-    """The input form of one entity. A valid input starts a run and goes to its page; an
-    input the schema refuses comes back at its fields with what was typed (422)."""
+    """The input form of one entity, laid out as its version's ui_hints say (one form, or a
+    wizard: runs/input_wizard.py). A valid input starts a run and goes to its page; an input
+    the schema refuses comes back at its fields with what was typed (422)."""
     entity = entity_get(user=request.user, pk=entity_id)
     version = latest_version(entity)
     definition = pinned_definition(version.pk, entity.pk) if version is not None else {}
@@ -362,6 +364,8 @@ def run_start_entity(request: HtmxHttpRequest, entity_id: Any) -> HttpResponse:
             "Activate it in the designer first."
         )
     context["may_start"] = not context["refused"]
+    # The layout of the version that runs: a wizard page at a time, or the one form.
+    wizard = context["wizard"] = InputWizard.of(form_layout(definition), form, data)
     if request.method == "GET":
         return render(
             request, "runs/start_entity.html", context, status=403 if not may_operate else 200
@@ -370,7 +374,10 @@ def run_start_entity(request: HtmxHttpRequest, entity_id: Any) -> HttpResponse:
         return _start_form(request, context, status=403)
     if not context["may_start"]:
         return _start_form(request, context, status=409)
-    if not form.is_valid():
+    if wizard is not None and not wizard.finished:
+        # Another page of the wizard (or the one with the problems), all typed kept.
+        return _start_form(request, context, status=wizard.status)
+    if wizard is None and not form.is_valid():
         return _start_form(request, context, status=422)
     try:
         run = run_start(entity=entity, input_data=form.input_data, user=request.user)

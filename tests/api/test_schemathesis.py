@@ -74,14 +74,17 @@ CONFIG = schemathesis.Config.from_dict(
 # Fields the API checks against what is stored or what the network says, which no OpenAPI
 # schema can know: a run's input against its entity's io_contract, an edit against the
 # request's edit_schema, a definition against its section schemas and the rest of the
-# workspace (references, cycles, budgets, expressions), a webhook address against DNS (it must
-# be public). A schema-valid request refused with a 400 that names only these fields is the
-# API doing its job; a 400 naming anything else fails `positive_data_acceptance` as usual.
+# workspace (references, cycles, budgets, expressions), a clone's name against the names
+# taken, a webhook address against DNS (it must be public). A schema-valid request refused
+# with a 400 that names only these fields is the API doing its job; a 400 naming anything
+# else fails `positive_data_acceptance` as usual.
 CHECKED_AGAINST_STORED_DATA = {
     "POST /api/v1/entities/{id}/execute": ("input_data", "execution_options.webhook_url"),
     "POST /api/v1/approvals/{id}/decision": ("payload",),
     "POST /api/v1/entities": ("definition",),
     "PUT /api/v1/entities/{id}": ("definition",),
+    # a name is unique in the workspace (and a child's copy's too)
+    "POST /api/v1/entities/{id}/clone": ("name", "children"),
     "POST /api/v1/workspaces/{ref}/import": ("entities",),
 }
 
