@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from runs.engine import checkpoints, endings, hitl
+from runs.engine import checkpoints, endings, hitl, versions
 from runs.engine import plan as plans
 from runs.engine.limits import LimitReached
 from runs.engine.outcomes import Failed, OverBudget, WaitingOnChildren
@@ -83,10 +83,7 @@ def child_requests(
             continue
         child = engine.store.definitions(run, [step["target_entity"]]).get(step["target_entity"])
         if child is None:
-            return Failed(
-                VALIDATION_ERROR,
-                f"step {step['name']!r}: child {step['target_entity']!r} no longer exists",
-            )
+            return Failed(VALIDATION_ERROR, _unresolved(engine, run, step))
         child_input = plans.map_input(
             step.get("input_mapping") or {},
             child["io_contract"]["input"]["schema"],
@@ -112,6 +109,21 @@ def child_requests(
         )
         events.add("step.started", step=step["name"], type=step["type"])
     return requests
+
+
+def _unresolved(engine: Engine, run: RunView, step: dict[str, Any]) -> str:
+    """Why a child step's entity did not resolve: gone, or (a link with a range) none of
+    the versions it had when the trace started is one the range allows."""
+    ref = str(step["target_entity"])
+    wanted = versions.link_ranges(run.definition).get(ref)
+    saved = engine.store.child_versions(run, ref) if wanted is not None else None
+    if wanted is None or saved is None:
+        return f"step {step['name']!r}: child {ref!r} no longer exists"
+    return (
+        f"step {step['name']!r}: no version of child {ref!r} saved by the run's start matches "
+        f"{wanted} (the link {versions.link_path(run.definition, ref)}.version); it had "
+        f"{versions.span(saved)} then"
+    )
 
 
 def join(engine: Engine, run: RunView) -> tuple[RunView, bool]:
