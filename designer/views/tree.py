@@ -22,6 +22,7 @@ from entities.definition import DefinitionInvalid, Problem
 from entities.selectors import (
     child_candidates,
     entity_in_workspace,
+    link_upgrades,
     tree_children,
     tree_roots,
     tree_search,
@@ -81,6 +82,8 @@ def _children_context(
     links = tree_children(parent=parent)
     total = links.count()
     rows = list(links[offset : offset + limit])
+    # A link whose version misses a newer one of its child says so (no query without one).
+    upgrades = link_upgrades(links=[(link.child_id, link.version or None) for link in rows])
     context.update(
         parent=parent,
         total=total,
@@ -95,6 +98,7 @@ def _children_context(
                     parent_count=link.child_parent_count,
                 ),
                 "position": offset + index + 1,
+                "upgrade": upgrades[index],
             }
             for index, link in enumerate(rows)
         ],

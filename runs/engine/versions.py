@@ -85,6 +85,23 @@ def newest(versions: Iterable[str]) -> str | None:
     return newest_matching(None, versions)
 
 
+def is_newer(version: str, than: str) -> bool:
+    """Whether `version` is a higher version than `than` (False when either is not one)."""
+    a, b = _version(version), _version(than)
+    return a is not None and b is not None and a > b
+
+
+def bump_between(old: str, new: str) -> str:
+    """The part of the version that changed from `old` to `new`: MAJOR, MINOR or PATCH
+    ("" when they are equal or either is not a version)."""
+    a, b = _version(old), _version(new)
+    if a is None or b is None or a == b:
+        return ""
+    if a.major != b.major:
+        return "MAJOR"
+    return "MINOR" if a.minor != b.minor else "PATCH"
+
+
 def ordered(versions: Iterable[str]) -> list[str]:
     """`versions` lowest first (text that is no version left out), each once."""
     parsed = {v: p for v in versions if (p := _version(v)) is not None}
