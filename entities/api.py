@@ -187,11 +187,13 @@ class UpgradeSerializer(serializers.Serializer):
         "(null when none does).",
     )
     newest_version = serializers.CharField(read_only=True, help_text="The child's newest.")
-    change = serializers.ChoiceField(
+    bump = serializers.ChoiceField(
         choices=["MAJOR", "MINOR", "PATCH"],
         read_only=True,
         allow_null=True,
-        help_text="What moving to the newest changes (MAJOR: the io contract breaks).",
+        help_text="The part of the version moving to the newest bumps (entities/versioning.py: "
+        "MAJOR when the io contract breaks callers, MINOR when capabilities are added, PATCH "
+        "otherwise); null when the range allows no saved version.",
     )
     summary = serializers.CharField(read_only=True, help_text="Why that version was bumped.")
     widened_range = serializers.CharField(
@@ -209,7 +211,7 @@ def _upgrade_data(found: LinkUpgrade) -> dict[str, Any]:
         "range": upgrade.range,
         "resolved_version": upgrade.resolved,
         "newest_version": upgrade.newest,
-        "change": upgrade.change or None,
+        "bump": upgrade.change or None,
         "summary": upgrade.summary,
         "widened_range": upgrade.widened,
     }

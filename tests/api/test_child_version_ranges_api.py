@@ -83,7 +83,7 @@ def test_a_run_takes_the_newest_version_its_links_range_allowed_at_its_start(api
             "range": "^1.0.0",
             "resolved_version": "1.0.1",
             "newest_version": "2.0.0",
-            "change": "MAJOR",
+            "bump": "MAJOR",
             "summary": "input field 'tone' is now required",
             "widened_range": "^2.0.0",
         }
