@@ -54,9 +54,11 @@ from entities.models import (
     Workspace,
 )
 from entities.selectors import (
+    LinkUpgrade,
     entity_find,
     entity_get,
     entity_list,
+    entity_upgrades,
     entity_version_get,
     entity_version_list,
     workspace_find,
@@ -179,12 +181,67 @@ class EntitySummarySerializer(serializers.ModelSerializer):
         return is_template(entity)
 
 
+class UpgradeSerializer(serializers.Serializer):
+    """A child link whose `version` (an exact version or a range) misses a newer version of
+    its child (seed 000 §10.2's "upgrade available")."""
+
+    link = serializers.CharField(
+        read_only=True, help_text="Where the link is in the definition: hierarchy.children[N]."
+    )
+    child_id = serializers.UUIDField(read_only=True, help_text="The child entity's id.")
+    child_name = serializers.CharField(read_only=True)
+    range = serializers.CharField(
+        read_only=True, help_text="The link's `version`: an exact version or an npm-style range."
+    )
+    resolved_version = serializers.CharField(
+        read_only=True,
+        allow_null=True,
+        help_text="What a run started now takes: the newest version the range allows "
+        "(null when none does).",
+    )
+    newest_version = serializers.CharField(read_only=True, help_text="The child's newest.")
+    bump = serializers.ChoiceField(
+        choices=["MAJOR", "MINOR", "PATCH"],
+        read_only=True,
+        allow_null=True,
+        help_text="The part of the version moving to the newest bumps (entities/versioning.py: "
+        "MAJOR when the io contract breaks callers, MINOR when capabilities are added, PATCH "
+        "otherwise); null when the range allows no saved version.",
+    )
+    summary = serializers.CharField(read_only=True, help_text="Why that version was bumped.")
+    widened_range = serializers.CharField(
+        read_only=True,
+        help_text="A `version` for the link that takes the newest, written as the range is.",
+    )
+
+
+def _upgrade_data(found: LinkUpgrade) -> dict[str, Any]:
+    upgrade = found.upgrade
+    return {
+        "link": found.path,
+        "child_id": found.child.pk,
+        "child_name": found.child.name,
+        "range": upgrade.range,
+        "resolved_version": upgrade.resolved,
+        "newest_version": upgrade.newest,
+        "bump": upgrade.change or None,
+        "summary": upgrade.summary,
+        "widened_range": upgrade.widened,
+    }
+
+
 class EntitySerializer(EntitySummarySerializer):
     """One entity: its current definition in the exchange format, and where to go next."""
 
     definition = serializers.SerializerMethodField(
         help_text="The current definition in the exchange format, tools "
         "written out in full; PUT it back, changed, to save a new version."
+    )
+    upgrades = serializers.SerializerMethodField(
+        help_text="The child links whose `version` misses a newer version of their child; "
+        "empty when every link runs its child's newest (a link without a `version` always "
+        "does). PUT the definition back with a link's `version` set to `widened_range` to "
+        "take it."
     )
     versions_url = serializers.SerializerMethodField(help_text="The version history.")
     execute_url = serializers.SerializerMethodField(help_text="POST here to start a run.")
@@ -196,6 +253,7 @@ class EntitySerializer(EntitySummarySerializer):
         fields = [
             *EntitySummarySerializer.Meta.fields,
             "definition",
+            "upgrades",
             "versions_url",
             "execute_url",
             "export_url",
@@ -204,6 +262,10 @@ class EntitySerializer(EntitySummarySerializer):
 
     def get_definition(self, entity: Entity) -> dict[str, Any]:
         return definition_of(entity)
+
+    @extend_schema_field(UpgradeSerializer(many=True))
+    def get_upgrades(self, entity: Entity) -> list[dict[str, Any]]:
+        return [_upgrade_data(found) for found in entity_upgrades(entity=entity)]
 
     def get_versions_url(self, entity: Entity) -> str:
         return reverse("api:entity-versions", args=[entity.pk])

@@ -26,7 +26,7 @@ from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 
 from config.json_input import json_input_problems
-from runs.engine import jsonlogic, patterns, schemas
+from runs.engine import jsonlogic, patterns, schemas, versions
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
@@ -559,6 +559,15 @@ def _hierarchy_problems(hierarchy: dict) -> list[Problem]:
                     "condition.expression",
                 )
             )
+        if link.get("version") is not None:
+            wrong = versions.range_problem(link["version"])
+            if wrong:
+                problems.append(
+                    Problem(
+                        f"hierarchy.children[{index}].version",
+                        f"the link to {link['child_id']!r}: {wrong}",
+                    )
+                )
     return problems
 
 

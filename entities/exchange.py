@@ -76,19 +76,25 @@ def _hierarchy_of(entity: Entity) -> dict:
     links = sorted(entity.child_links.all(), key=lambda link: (link.order, link.pk))
     return {
         "parent_id": entity.parent.ref if entity.parent else None,
-        "children": [
-            {
-                "child_id": link.child.ref,
-                "child_type": link.child.type,
-                "relationship": link.relationship,
-                "condition": copy.deepcopy(link.condition),
-                "input_mapping": copy.deepcopy(link.input_mapping),
-            }
-            for link in links
-        ],
+        "children": [_link_of(link) for link in links],
         "is_atomic": entity.is_atomic,
         "composition_depth": entity.composition_depth,
     }
+
+
+def _link_of(link: ChildLink) -> dict:
+    """A child link; `version` only when the link names one (null, its default, is left
+    out, so the snapshots of links that never had one stay as they were)."""
+    data = {
+        "child_id": link.child.ref,
+        "child_type": link.child.type,
+        "relationship": link.relationship,
+        "condition": copy.deepcopy(link.condition),
+        "input_mapping": copy.deepcopy(link.input_mapping),
+    }
+    if link.version:
+        data["version"] = link.version
+    return data
 
 
 def _planning_of(entity: Entity) -> dict:

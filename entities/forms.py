@@ -87,7 +87,7 @@ class EntityForm(ServiceValidatedForm):
 class ChildLinkForm(ServiceValidatedForm):
     class Meta:
         model = ChildLink
-        fields = ["order", "child", "relationship", "condition", "input_mapping"]
+        fields = ["order", "child", "relationship", "version", "condition", "input_mapping"]
         field_classes = {"condition": PrettyJSONField, "input_mapping": PrettyJSONField}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -96,6 +96,8 @@ class ChildLinkForm(ServiceValidatedForm):
             self.fields[name].required = False
             self.fields[name].fixed_rows = 3
         self.fields["order"].widget.attrs["style"] = "width: 4em"
+        self.fields["version"].widget.attrs.update({"placeholder": "newest", "size": 10})
+        self.fields["version"].help_text = "Empty: the newest; or 1.2.0, ^1.2.0, ~1.2, 1.x"
 
 
 class PlanStepForm(ServiceValidatedForm):
@@ -187,6 +189,7 @@ def definition_from_forms(
                     "relationship": f.cleaned_data.get("relationship"),
                     "condition": f.cleaned_data.get("condition") or {},
                     "input_mapping": f.cleaned_data.get("input_mapping") or {},
+                    "version": f.cleaned_data.get("version") or None,
                 }
                 for f in link_forms
             ],
@@ -247,6 +250,7 @@ _LINK_FIELDS = {
     "relationship": "relationship",
     "condition": "condition",
     "input_mapping": "input_mapping",
+    "version": "version",
 }
 _STEP_FIELDS = {
     "target.entity_id": "target_entity",

@@ -225,6 +225,9 @@ class ChildLink(models.Model):
     condition = models.JSONField(default=dict, blank=True)
     order = models.PositiveIntegerField(default=1)
     input_mapping = models.JSONField(default=dict, blank=True)
+    # The child's version the link runs: "" for its newest at the run's start, else an exact
+    # version or an npm-style range (runs/engine/versions.py); `version` in the definition.
+    version = models.CharField(max_length=100, blank=True, default="")
 
     class Meta:
         ordering = ["order", "id"]

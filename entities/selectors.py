@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Case, Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
@@ -13,6 +14,7 @@ from django.shortcuts import get_object_or_404
 from entities.exchange import definition_of, with_relations
 from entities.models import ChildLink, Entity, EntityStatus, EntityVersion, Workspace
 from entities.validation import allowed_child_types
+from entities.versioning import Upgrade, upgrade_of
 from governance.permissions import OPERATE, VIEW, scope, visible_or_404
 
 
@@ -84,6 +86,52 @@ def entity_definition(*, entity: Entity) -> dict:
     """The entity's definition in the exchange format, as it is saved now."""
     fresh = with_relations(Entity.objects.filter(pk=entity.pk)).get()
     return definition_of(fresh)
+
+
+@dataclass(frozen=True)
+class LinkUpgrade:
+    """A child link of an entity whose `version` misses a newer version of its child."""
+
+    index: int  # the link's place in hierarchy.children
+    child: Entity
+    upgrade: Upgrade
+
+    @property
+    def path(self) -> str:
+        return f"hierarchy.children[{self.index}]"
+
+
+def link_upgrades(*, links: list[tuple[Any, str | None]]) -> list[Upgrade | None]:
+    """For each link given as (its child's id, its `version`): the newer version of the
+    child it misses, or None (a link without a version runs the newest). One query, for the
+    children of the links that name a version only (none when no link does)."""
+    ranged = {child_id for child_id, wanted in links if wanted and child_id is not None}
+    if not ranged:
+        return [None] * len(links)
+    saved: dict[Any, list[tuple[str, str, str]]] = {}
+    rows = (
+        EntityVersion.objects.filter(entity_id__in=ranged)
+        .order_by("created_at", "id")
+        .values_list("entity_id", "version", "change", "summary")
+    )
+    for child_id, version, change, summary in rows:
+        saved.setdefault(child_id, []).append((version, change, summary))
+    return [
+        upgrade_of(wanted, saved[child_id]) if child_id in saved and wanted else None
+        for child_id, wanted in links
+    ]
+
+
+def entity_upgrades(*, entity: Entity) -> list[LinkUpgrade]:
+    """The entity's child links that miss a newer version of their child, in link order
+    (the caller already checked the entity is visible; its children are in its workspace)."""
+    links = list(entity.child_links.select_related("child").order_by("order", "id"))
+    found = link_upgrades(links=[(link.child_id, link.version or None) for link in links])
+    return [
+        LinkUpgrade(index=index, child=link.child, upgrade=upgrade)
+        for index, (link, upgrade) in enumerate(zip(links, found, strict=True))
+        if upgrade is not None
+    ]
 
 
 def entity_version_list(*, entity: Entity) -> QuerySet[EntityVersion]:

@@ -379,6 +379,7 @@ def _relations_written(
             condition=link["condition"],
             order=position,
             input_mapping=link["input_mapping"],
+            version=link.get("version") or "",
         )
         for position, (link, child_key) in enumerate(
             zip(item.definition["hierarchy"]["children"], draft.resolved_children, strict=True),

@@ -20,8 +20,9 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
 from entities.definition import Problem, is_tool_reference, join_path
-from entities.models import ChildLink, Entity
+from entities.models import ChildLink, Entity, EntityVersion
 from entities.tool_catalog import tool_catalog
+from runs.engine import versions
 from runs.engine.plan import state_keys_read
 
 
@@ -182,6 +183,25 @@ class Catalog:
     def name(self, key: str) -> str:
         return self.nodes[key].name
 
+    def saved_versions(self, keys: Iterable[str]) -> dict[str, list[str]]:
+        """The versions each of the saved entities `keys` has, in the order they were saved
+        (one query; a key of an entity not saved yet has none)."""
+        ids = []
+        for key in keys:
+            with contextlib.suppress(ValueError):
+                ids.append(uuid.UUID(hex=key))
+        found: dict[str, list[str]] = {}
+        if not ids:
+            return found
+        rows = (
+            EntityVersion.objects.filter(entity_id__in=ids)
+            .order_by("created_at", "id")
+            .values_list("entity_id", "version")
+        )
+        for entity_id, version in rows:
+            found.setdefault(entity_key(entity_id), []).append(version)
+        return found
+
     # graph queries on the catalog as it stands (drafts already laid over it)
 
     def path_between(self, start: str, goal: str) -> list[str] | None:
@@ -309,6 +329,57 @@ def lay_over(catalog: Catalog, drafts: list[Draft]) -> list[Problem]:
     }
     for draft in real:
         problems += _resolve(catalog, draft, bundle_tools)
+    problems += _version_problems(catalog, real)
+    return problems
+
+
+def _version_problems(catalog: Catalog, drafts: list[Draft]) -> list[Problem]:
+    """A link that names a version (exact or a range) must allow one its child has saved,
+    or will have once the batch is saved (a new entity's first version); and the links to
+    one child agree on it (a plan step names the child, not the link)."""
+    problems: list[Problem] = []
+    wanted: list[tuple[Draft, int, str, str]] = []
+    for draft in drafts:
+        first: dict[str, tuple[int, Any]] = {}
+        links = draft.definition["hierarchy"]["children"]
+        for index, (link, child) in enumerate(zip(links, draft.resolved_children, strict=True)):
+            if child is None or child == draft.key:
+                continue
+            text = link.get("version")
+            if child in first and first[child][1] != text:
+                earlier, other = first[child]
+                problems.append(
+                    Problem(
+                        join_path("hierarchy", "children", index, "version"),
+                        f"the links to {catalog.name(child)!r} at children[{earlier}] and here "
+                        f"name different versions ({other or 'the newest'} and "
+                        f"{text or 'the newest'}); a plan step names the child, not the link, "
+                        "so give them the same",
+                        draft.label,
+                    )
+                )
+            first.setdefault(child, (index, text))
+            if isinstance(text, str) and not versions.range_problem(text):
+                wanted.append((draft, index, text, child))
+    if not wanted:
+        return problems
+    saved = catalog.saved_versions({child for *_, child in wanted})
+    first_versions = {
+        draft.key: draft.definition["metadata"].get("version") or "1.0.0"
+        for draft in drafts
+        if draft.key.startswith("new:")
+    }
+    for draft, index, text, child in wanted:
+        have = saved.get(child, []) or ([first_versions[child]] if child in first_versions else [])
+        if versions.newest_matching(text, have) is None:
+            problems.append(
+                Problem(
+                    join_path("hierarchy", "children", index, "version"),
+                    f"no version of {catalog.name(child)!r} matches {text}; it has "
+                    f"{versions.span(have)}",
+                    draft.label,
+                )
+            )
     return problems
 
 

@@ -10,6 +10,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from runs.engine import versions
+
 _VOLATILE_METADATA = ("id", "version", "created_at", "updated_at", "created_by", "status")
 
 
@@ -146,6 +148,69 @@ def _capabilities_added(old: dict, new: dict) -> list[str]:
         if name not in old_out:
             reasons.append(f"output field {name!r} added")
     return reasons
+
+
+# What each kind of bump tells a parent about a newer version of its child.
+BUMP_MEANS = {
+    "MAJOR": "breaks the io contract",
+    "MINOR": "adds capabilities",
+    "PATCH": "fixes and tweaks",
+}
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """A version of a child newer than any its link's `version` (an exact version or a
+    range) allows: seed 000 §10.2's "upgrade available"."""
+
+    range: str
+    resolved: str | None  # what the link runs now: the newest version it allows
+    newest: str
+    change: str  # MAJOR | MINOR | PATCH from `resolved` to `newest` ("" when none is allowed)
+    summary: str  # why that bump was made (the version's summary)
+    widened: str  # the link's version that takes `newest`, written as the range is
+
+    @property
+    def text(self) -> str:
+        """`pinned ^1.2 → 1.4.0; 2.0.0 available (MAJOR: breaks the io contract — …)`."""
+        runs = self.resolved or "no saved version"
+        why = BUMP_MEANS.get(self.change, "")
+        if why and self.summary:
+            why = f"{why} — {self.summary}"
+        kind = f" ({self.change}: {why})" if self.change else ""
+        return f"pinned {self.range} → {runs}; {self.newest} available{kind}"
+
+
+def upgrade_of(wanted: str, saved: list[tuple[str, str, str]]) -> Upgrade | None:
+    """The upgrade a link with `version` `wanted` misses, given its child's versions as
+    (version, change, summary) in the order they were saved; None when it runs the newest."""
+    names = [version for version, _, _ in saved]
+    newest = versions.newest(names)
+    resolved = versions.newest_matching(wanted, names)
+    if newest is None or newest == resolved:
+        return None
+    change, summary = "", ""
+    if resolved is not None:
+        change = versions.bump_between(resolved, newest)
+        # The first version after the one the link runs that made that kind of bump: why.
+        summary = next(
+            (
+                why
+                for version, kind, why in saved
+                if kind == change
+                and versions.is_newer(version, resolved)
+                and not versions.is_newer(version, newest)
+            ),
+            "",
+        )
+    return Upgrade(
+        range=wanted,
+        resolved=resolved,
+        newest=newest,
+        change=change,
+        summary=summary,
+        widened=versions.widened(wanted, newest),
+    )
 
 
 def _steps(definition: dict) -> list[dict]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, close_old_connections, transaction
-from django.db.models import Avg, Count, Q, Sum
+from django.db.models import Avg, BooleanField, Count, ExpressionWrapper, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -57,6 +57,7 @@ from runs.engine.ports import LIMIT_EXCEEDED, ModelReply, ModelRequest, ToolResu
 from runs.engine.state import take_pending
 from runs.engine.storage import DispatchingStore
 from runs.engine.tree import descendants
+from runs.engine.versions import link_ranges, newest_matching
 from runs.events import append_event_rows, append_events
 from runs.metrics import custom_metric_rows
 from runs.models import (
@@ -1475,20 +1476,33 @@ class OrmRunStore(DispatchingStore):
                 found[ref] = definition
         return found
 
+    def child_versions(self, run: RunView, ref: str) -> list[str] | None:
+        entities = Entity.objects.filter(workspace_id=run.workspace_id)
+        named = Q(external_id=ref) | Q(name=ref)
+        with contextlib.suppress(ValueError):
+            named |= Q(pk=uuid.UUID(str(ref)))
+        entity_id = entities.filter(named).values_list("pk", flat=True).first()
+        if entity_id is None:
+            return None
+        return [version for _, version in _pinned_versions(run.trace_id, [entity_id])[entity_id]]
+
     def _resolved(self, run: RunView, ref: str) -> tuple[_Child, _Version] | None:
         """A child entity and the version the run's trace pinned, resolved once per advance."""
         self._resolve_many(run, [ref])
-        return self._children[(run.trace_id, ref)]
+        return self._children[_child_key(run, ref)]
 
     def _resolve_many(self, run: RunView, refs: list[str]) -> None:
         """Resolve child references (id, string id or name) to entities and the versions the
         run's trace pinned when its root started, in one query, and read the definitions
         not cached yet. The pin is the root's start: each entity's newest version saved by
         then (versions never change; a later save is a new version the trace never sees);
-        the newest there is for an entity that had none then (made again since)."""
+        the newest there is for an entity that had none then (made again since). A link
+        that names a version or a range (runs/engine/versions.py) takes the newest version
+        saved by then that it allows: one more query, for those links' versions only."""
         workspace_id = run.workspace_id
         cache = self.__dict__.setdefault("_children", {})
-        missing = [ref for ref in dict.fromkeys(refs) if (run.trace_id, ref) not in cache]
+        keys = {ref: _child_key(run, ref) for ref in dict.fromkeys(refs)}
+        missing = [ref for ref, key in keys.items() if key not in cache]
         if not missing:
             return
         ids = []
@@ -1531,7 +1545,7 @@ class OrmRunStore(DispatchingStore):
             for key in (str(entity.pk), entity.external_id, entity.name):
                 if key:
                     by_ref.setdefault(key, entity)
-        _cache_definitions(list(versions.values()))
+        named: dict[str, _Child | None] = {}
         for ref in missing:
             entity = by_ref.get(str(ref))
             if entity is None:
@@ -1539,8 +1553,73 @@ class OrmRunStore(DispatchingStore):
                     entity = by_ref.get(str(uuid.UUID(str(ref))))
                 except ValueError:
                     entity = None
-            version = versions.get(entity.pk) if entity is not None else None
-            cache[(run.trace_id, ref)] = (entity, version) if version is not None else None
+            named[ref] = entity
+        ranged = {
+            ref: entity
+            for ref, entity in named.items()
+            if entity is not None and keys[ref][2] is not None
+        }
+        chosen = _ranged_versions(
+            run.trace_id, {ref: (entity, keys[ref][2]) for ref, entity in ranged.items()}
+        )
+        only_ranged = {entity.pk for entity in ranged.values()} - {
+            entity.pk for ref, entity in named.items() if entity and ref not in ranged
+        }
+        _cache_definitions(
+            [v for pk, v in versions.items() if pk not in only_ranged]
+            + [v for v in chosen.values() if v is not None]
+        )
+        for ref, entity in named.items():
+            if ref in ranged:
+                version = chosen[ref]
+            else:
+                version = versions.get(entity.pk) if entity is not None else None
+            cache[keys[ref]] = (entity, version) if version is not None else None
+
+
+def _child_key(run: RunView, ref: str) -> tuple[str, str, str | None]:
+    """How a child reference's resolution is cached: the trace, the reference and the range
+    of the run's link to it (two parents in one trace may ask for different versions)."""
+    return (run.trace_id, ref, link_ranges(run.definition).get(ref))
+
+
+def _pinned_versions(trace_id: str, entity_ids: list[Any]) -> dict[Any, list[tuple[int, str]]]:
+    """The (id, version) of each entity's versions saved by the trace's pin (its root's
+    start), in the order they were saved; all of them for an entity that had none then
+    (made again since), as the pin of an unranged link falls back to the newest. One query."""
+    root = Run.objects.filter(pk=trace_id).values("created_at")[:1]
+    rows = (
+        EntityVersion.objects.filter(entity_id__in=entity_ids)
+        .annotate(
+            by_pin=ExpressionWrapper(Q(created_at__lte=Subquery(root)), output_field=BooleanField())
+        )
+        .order_by("created_at", "id")
+        .values_list("id", "entity_id", "version", "by_pin")
+    )
+    saved: dict[Any, list[tuple[int, str]]] = {pk: [] for pk in entity_ids}
+    then: dict[Any, list[tuple[int, str]]] = {pk: [] for pk in entity_ids}
+    for pk, entity_id, version, by_pin in rows:
+        saved.setdefault(entity_id, []).append((pk, version))
+        if by_pin:
+            then.setdefault(entity_id, []).append((pk, version))
+    return {entity_id: then.get(entity_id) or rows_ for entity_id, rows_ in saved.items()}
+
+
+def _ranged_versions(
+    trace_id: str, wanted: dict[str, tuple[_Child, str]]
+) -> dict[str, _Version | None]:
+    """For each reference whose link names a range: the newest version of its entity saved
+    by the pin that the range allows, or None when none does."""
+    if not wanted:
+        return {}
+    pinned = _pinned_versions(trace_id, list({entity.pk for entity, _ in wanted.values()}))
+    chosen: dict[str, _Version | None] = {}
+    for ref, (entity, text) in wanted.items():
+        saved = pinned.get(entity.pk, [])
+        version = newest_matching(text, [v for _, v in saved])
+        ids = [pk for pk, v in saved if v == version]  # of equal versions, the last saved
+        chosen[ref] = _Version(pk=ids[-1], entity_id=entity.pk) if ids else None
+    return chosen
 
 
 def _cache_definitions(versions: list[_Version]) -> None:

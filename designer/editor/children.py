@@ -19,7 +19,9 @@ from designer.editor import conditions
 from designer.editor.base import EditorContext, RowForm, Rows, Section, deep, read
 from designer.editor.condition_fields import ConditionFields
 from designer.editor.mapping_fields import MappingFields
-from entities.selectors import entities_by_ref
+from entities.selectors import entities_by_ref, link_upgrades
+from entities.versioning import Upgrade
+from runs.engine import versions
 
 RELATIONSHIPS = [
     ("SEQUENTIAL", "After the one before"),
@@ -39,6 +41,7 @@ class Known:
     type: str
     input_fields: list[str] = field(default_factory=list)
     output_schema: Any = None
+    pk: Any = None
 
 
 def known_entities(workspace: Any, refs: list[str]) -> dict[str, Known]:
@@ -53,6 +56,7 @@ def known_entities(workspace: Any, refs: list[str]) -> dict[str, Known]:
             type=entity.type,
             input_fields=conditions.schema_fields((contract.get("input") or {}).get("schema")),
             output_schema=(contract.get("output") or {}).get("schema"),
+            pk=entity.pk,
         )
         for key in {typed, entity.ref, entity.name}:
             known[key] = item
@@ -75,11 +79,29 @@ def row_index(prefix: str) -> int:
     return int(found.group(1)) if found else 0
 
 
+def widened_row(data: QueryDict, widen: str) -> QueryDict:
+    """What the page sent with one child's version set: `widen` is a row's prefix and the
+    version to set ("children-children-2:^2.0.0", a row's "take the newest" button). The
+    save that follows checks it as any typed version; anything else leaves `data` as is."""
+    prefix, _, version = widen.partition(":")
+    found = re.fullmatch(r"children-children-(\d{1,3})", prefix)
+    try:
+        total = int(data.get("children-children-TOTAL_FORMS", ""))
+    except ValueError:
+        return data
+    if found is None or int(found.group(1)) >= total or not version:
+        return data
+    widened = data.copy()
+    widened[f"{prefix}-version"] = version
+    return widened
+
+
 class ChildForm(RowForm):
     paths: ClassVar[dict[str, str]] = {
         ".child_id": "child",
         ".child_type": "child",
         ".relationship": "relationship",
+        ".version": "version",
         ".condition": "condition_raw",
     }
 
@@ -89,6 +111,14 @@ class ChildForm(RowForm):
         help_text="Type to search the workspace by name.",
     )
     relationship = forms.ChoiceField(choices=RELATIONSHIPS, label="Runs")
+    version = forms.CharField(
+        max_length=versions.MAX_RANGE_LENGTH,
+        required=False,
+        label="Version",
+        help_text="Empty: its newest version when a run starts. Or an exact version (1.2.0) "
+        "or a range (^1.2.0, ~1.2, >=1.0.0 <2.0.0, 1.x): the newest it allows.",
+        widget=forms.TextInput(attrs={"placeholder": "newest", "autocomplete": "off"}),
+    )
     condition_description = forms.CharField(required=False, widget=forms.HiddenInput)
 
     def __init__(
@@ -99,11 +129,13 @@ class ChildForm(RowForm):
         base_paths: list[str] | None = None,
         pick_url: str = "",
         links: list[dict] | None = None,
+        upgrades: list[Upgrade | None] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         known = known or {}
         index = row_index(self.prefix)
+        self.upgrade = self._upgrade_shown(index, links or [], upgrades or [], known)
         earlier = []
         for name in (order or [])[:index]:
             item = known.get(name.strip())
@@ -148,6 +180,24 @@ class ChildForm(RowForm):
             datalist=self.datalist,
         )
 
+    def _upgrade_shown(
+        self, index: int, links: list[dict], upgrades: list[Upgrade | None], known: dict
+    ) -> Upgrade | None:
+        """The saved link's upgrade, while the row still shows that link (same child, same
+        version): a row moved, changed or added shows none."""
+        if index >= len(links) or index >= len(upgrades) or upgrades[index] is None:
+            return None
+        if not self.is_bound:
+            return upgrades[index]
+        link = links[index]
+        typed = (self.data.get(self.add_prefix("child")) or "").strip()
+        item = known.get(typed)
+        same_child = (item.ref if item else typed) == str(link.get("child_id") or "")
+        same_version = (self.data.get(self.add_prefix("version")) or "").strip() == str(
+            link.get("version") or ""
+        )
+        return upgrades[index] if same_child and same_version else None
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         data["condition"] = self.condition.clean(self)
@@ -169,7 +219,8 @@ class ChildForm(RowForm):
     @property
     def layout(self) -> dict[str, Any]:
         return {
-            "fields": [self["child"], self["relationship"]],
+            "fields": [self["child"], self["relationship"], self["version"]],
+            "upgrade": self.upgrade,
             "conditions": [self.condition.view(self)],
             "condition_class": "when-conditional",
             "mapping": self.mapping.boxes(self),
@@ -218,6 +269,16 @@ class ChildrenSection(Section):
         self.known = known_entities(context.workspace, [*refs, *(o.strip() for o in self.order)])
         if data is None:
             self.order = [self._shown_name(ref, self.known) for ref in refs]
+        # What each link's version misses (seed 000 §10.2): none for a link without one.
+        self.upgrades = link_upgrades(
+            links=[
+                (
+                    self.known[ref].pk if ref in self.known else None,
+                    link.get("version") if isinstance(link.get("version"), str) else None,
+                )
+                for ref, link in zip(refs, self.links, strict=True)
+            ]
+        )
         self.base_paths = conditions.input_paths(definition)
         super().__init__(definition, data, context, add_row=add_row)
 
@@ -236,6 +297,7 @@ class ChildrenSection(Section):
             "base_paths": self.base_paths,
             "pick_url": reverse("designer:pick_children", kwargs={"workspace": ws}) + query,
             "links": self.links,
+            "upgrades": self.upgrades,
         }
 
     def row_initial(self, name: str, definition: dict) -> list[dict[str, Any]]:
@@ -243,6 +305,7 @@ class ChildrenSection(Section):
             {
                 "child": self._shown_name(str(link.get("child_id") or ""), self.known),
                 "relationship": link.get("relationship") or "SEQUENTIAL",
+                "version": link.get("version") or "",
                 "condition_description": (link.get("condition") or {}).get("description", ""),
             }
             for link in self.links
@@ -264,5 +327,7 @@ class ChildrenSection(Section):
                 "description": row.get("condition_description") or "",
             }
             link["input_mapping"] = row["input_mapping"]
+            if row.get("version"):
+                link["version"] = row["version"]
             children.append(link)
         deep(definition, "hierarchy")["children"] = children

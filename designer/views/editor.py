@@ -25,6 +25,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from designer.editor.base import EditorContext, moved_row
+from designer.editor.children import widened_row
 from designer.editor.document import RAW, Editor, raw_definition
 from designer.views.trial import may_try, result_context, trial_inputs
 from entities.definition import DefinitionInvalid, Problem
@@ -118,7 +119,8 @@ def _render(
 @require_http_methods(["GET", "POST"])
 def entity(request: HttpRequest, workspace: str, pk: Any = None) -> HttpResponse:
     """Show the editor, or save what it sent: a new version on success, every problem at its
-    field (422) otherwise."""
+    field (422) otherwise. A child's "take the newest" button (`widen`) saves the form with
+    that child's version widened."""
     context, saved = _context(request, workspace, pk)
     if request.method == "GET":
         return _render(request, Editor.showing(context, saved))
@@ -137,6 +139,9 @@ def entity(request: HttpRequest, workspace: str, pk: Any = None) -> HttpResponse
     add_row = request.POST.get("add_row", "")
     move = request.POST.get("move_row", "")
     data = moved_row(request.POST, move) if move else request.POST
+    widen = request.POST.get("widen", "")
+    if widen:  # a child's "take the newest": its version set, then saved as the form is
+        data = widened_row(data, widen)
     editor = Editor.posted(context, data, add_row=add_row)
     if add_row or move:  # the section shown again with the row added or moved, not saved
         return _render(request, editor)

@@ -23,6 +23,7 @@ from entities.definition import DefinitionInvalid, Problem
 from entities.selectors import (
     child_candidates,
     entity_in_workspace,
+    link_upgrades,
     template_list,
     tree_children,
     tree_roots,
@@ -85,6 +86,8 @@ def _children_context(
     links = tree_children(parent=parent)
     total = links.count()
     rows = list(links[offset : offset + limit])
+    # A link whose version misses a newer one of its child says so (no query without one).
+    upgrades = link_upgrades(links=[(link.child_id, link.version or None) for link in rows])
     context.update(
         parent=parent,
         total=total,
@@ -99,6 +102,7 @@ def _children_context(
                     parent_count=link.child_parent_count,
                 ),
                 "position": offset + index + 1,
+                "upgrade": upgrades[index],
             }
             for index, link in enumerate(rows)
         ],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from runs.engine import checkpoints, endings, hitl, step_review
+from runs.engine import checkpoints, endings, hitl, step_review, versions
 from runs.engine import plan as plans
 from runs.engine.definition import Definition
 from runs.engine.limits import LimitReached
@@ -95,10 +95,7 @@ def child_requests(
             continue
         child = engine.store.definitions(run, [step["target_entity"]]).get(step["target_entity"])
         if child is None:
-            return Failed(
-                VALIDATION_ERROR,
-                f"step {step['name']!r}: child {step['target_entity']!r} no longer exists",
-            )
+            return Failed(VALIDATION_ERROR, _unresolved(engine, run, step))
         contract = child["io_contract"].get("state_contract") or {}
         readable = contract.get("reads_from") or None  # none declared: it may read any
         mapping = step.get("input_mapping") or {}
@@ -131,6 +128,21 @@ def child_requests(
         )
         events.add("step.started", step=step["name"], type=step["type"])
     return requests
+
+
+def _unresolved(engine: Engine, run: RunView, step: dict[str, Any]) -> str:
+    """Why a child step's entity did not resolve: gone, or (a link with a range) none of
+    the versions it had when the trace started is one the range allows."""
+    ref = str(step["target_entity"])
+    wanted = versions.link_ranges(run.definition).get(ref)
+    saved = engine.store.child_versions(run, ref) if wanted is not None else None
+    if wanted is None or saved is None:
+        return f"step {step['name']!r}: child {ref!r} no longer exists"
+    return (
+        f"step {step['name']!r}: no version of child {ref!r} saved by the run's start matches "
+        f"{wanted} (the link {versions.link_path(run.definition, ref)}.version); it had "
+        f"{versions.span(saved)} then"
+    )
 
 
 def join(engine: Engine, run: RunView) -> tuple[RunView, bool]:

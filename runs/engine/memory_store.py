@@ -27,7 +27,7 @@ from typing import Any
 
 from cryptography.fernet import Fernet
 
-from runs.engine import hitl
+from runs.engine import hitl, versions
 from runs.engine import state as payloads
 from runs.engine.context import InMemoryArtifactStore
 from runs.engine.definition import Definition
@@ -109,6 +109,10 @@ class StoredEntity:
     @property
     def type(self) -> str:
         return str(self.definition["metadata"]["type"])
+
+    @property
+    def version(self) -> str:
+        return str(self.definition["metadata"].get("version") or "1.0.0")
 
 
 @dataclass
@@ -259,6 +263,10 @@ class _World:
         # children resolve to the versions saved by then): a definition saved later is a
         # new version its runs never see.
         self.pins: dict[str, dict[tuple[int, str], StoredEntity]] = {}
+        # Every definition each entity was saved with, oldest first (its versions), and as
+        # each trace's root found them: a link with a range takes the newest it allows.
+        self.history: dict[tuple[int, str], tuple[StoredEntity, ...]] = {}
+        self.pinned_history: dict[str, dict[tuple[int, str], tuple[StoredEntity, ...]]] = {}
         self.runs: dict[str, StoredRun] = {}
         self.steps: dict[tuple[str, str, int, int], StoredStep] = {}
         self.events: dict[str, list[StoredEvent]] = {}
@@ -341,9 +349,27 @@ class InMemoryRunStore(DispatchingStore):
         before keep theirs). Children are resolved by this reference or the entity's name."""
         workspace = self.workspace_id if workspace_id is None else workspace_id
         with self._world.lock:
-            self._world.entities[(workspace, ref)] = StoredEntity(
-                ref, copy.deepcopy(definition), status, workspace
-            )
+            entity = StoredEntity(ref, copy.deepcopy(definition), status, workspace)
+            self._world.entities[(workspace, ref)] = entity
+            key = (workspace, ref)
+            self._world.history[key] = (*self._world.history.get(key, ()), entity)
+
+    def forget_version(self, ref: str, version: str, *, workspace_id: int | None = None) -> None:
+        """Drop the saved definitions of `version` of an entity from its history, and from
+        every trace's pin of it (as a deleted version row would be, for the ORM store)."""
+        key = (self.workspace_id if workspace_id is None else workspace_id, ref)
+        with self._world.lock:
+            for histories in (self._world.history, *self._world.pinned_history.values()):
+                if key in histories:
+                    histories[key] = tuple(e for e in histories[key] if e.version != version)
+            pins = [(self._world.entities, self._world.history)] + [
+                (entities, self._world.pinned_history[trace_id])
+                for trace_id, entities in self._world.pins.items()
+            ]
+            for entities, history in pins:
+                kept = history.get(key, ())
+                if key in entities and entities[key].version == version and kept:
+                    entities[key] = kept[-1]
 
     def start(
         self,
@@ -384,6 +410,7 @@ class InMemoryRunStore(DispatchingStore):
                 **run_limits(definition, run_id, None, left),
             )
             self._world.pins[run_id] = dict(self._world.entities)
+            self._world.pinned_history[run_id] = dict(self._world.history)
             self._append_events(
                 run_id,
                 run_id,
@@ -661,7 +688,7 @@ class InMemoryRunStore(DispatchingStore):
             cancelled = self._world.runs[run.id].cancel_requested
             reserve = Decimal(0)
             for request in children:
-                entity = self._resolve(run.workspace_id, request.entity_ref, run.trace_id)
+                entity = self._child(run, request.entity_ref)
                 if entity is None:
                     raise KeyError(f"no entity {request.entity_ref!r} to start")
                 row = self._child_row(run, request, entity, group=group, now=now)
@@ -967,10 +994,50 @@ class InMemoryRunStore(DispatchingStore):
 
     def definitions(self, run: RunView, refs: list[str]) -> dict[str, Definition]:
         with self._world.lock:
-            found = {ref: self._resolve(run.workspace_id, ref, run.trace_id) for ref in refs}
+            found = {ref: self._child(run, ref) for ref in refs}
         return {ref: entity.definition for ref, entity in found.items() if entity is not None}
 
+    def child_versions(self, run: RunView, ref: str) -> list[str] | None:
+        with self._world.lock:
+            entity = self._resolve(run.workspace_id, ref, run.trace_id)
+            if entity is None:
+                return None
+            return [e.version for e in self._pinned_history(run.trace_id, entity)]
+
     # -- inside -----------------------------------------------------------------------------
+
+    def _child(self, run: RunView, ref: str) -> StoredEntity | None:
+        """A child of the run as its trace pinned it: the entity's definition at the root's
+        start, or, when its link names a version (runs/engine/versions.py), the newest
+        definition saved by then whose version the range allows."""
+        entity = self._resolve(run.workspace_id, ref, run.trace_id)
+        if entity is None:
+            return None
+        wanted = self._link_range(run, ref, entity)
+        if wanted is None:
+            return entity
+        saved = self._pinned_history(run.trace_id, entity)
+        chosen = versions.newest_matching(wanted, [e.version for e in saved])
+        # Of equal versions, the one saved last (as `newest_matching` picks).
+        matching = [e for e in saved if e.version == chosen]
+        return matching[-1] if matching else None
+
+    def _link_range(self, run: RunView, ref: str, entity: StoredEntity) -> str | None:
+        """The range of the run's link to `entity`, however the step names it."""
+        ranges = versions.link_ranges(run.definition)
+        if ref in ranges or not ranges:
+            return ranges.get(ref)
+        for child_id, wanted in ranges.items():
+            if self._resolve(run.workspace_id, child_id, run.trace_id) is entity:
+                return wanted
+        return None
+
+    def _pinned_history(self, trace_id: str, entity: StoredEntity) -> tuple[StoredEntity, ...]:
+        """The entity's saved definitions at the trace's pin; all of them when it had none
+        then (made again since), as the ORM store's pin falls back to the newest."""
+        key = (entity.workspace_id, entity.ref)
+        pinned = self._world.pinned_history.get(trace_id, self._world.history).get(key, ())
+        return pinned or self._world.history.get(key, ())
 
     def _resolve(self, workspace_id: int, ref: str, trace_id: str = "") -> StoredEntity | None:
         """An entity by its reference, else by its name: as the trace pinned it, when one is

@@ -531,8 +531,14 @@ class RunStore(Protocol):
         """The outcomes of the current group's child runs; None while one is unfinished."""
 
     def definitions(self, run: RunView, refs: list[str]) -> dict[str, Definition]:
-        """The current definitions of child entities of the run's workspace, by reference
-        (one that no longer exists is left out)."""
+        """The definitions of child entities of the run's workspace, by reference, as the
+        run's trace pinned them (its root's start): each child's newest version saved by
+        then, or the newest its link's range allows (runs/engine/versions.py). One that no
+        longer exists, or has no version the range allows, is left out."""
+
+    def child_versions(self, run: RunView, ref: str) -> list[str] | None:
+        """The versions of a child entity saved by the trace's pin, in the order they were
+        saved (what a range was matched against); None when no entity answers to `ref`."""
 
     def signals(
         self,

@@ -403,6 +403,23 @@ def test_a_child_that_makes_a_cycle_is_refused_at_the_child_field(as_alice, worl
     assert versions_of(world.research) == ["1.0.0"]
 
 
+def test_a_childs_version_is_saved_kept_and_checked_at_its_field(as_alice, world):
+    response = post_change(as_alice, world.planner, {"child_links-0-version": "^1.0.0"})
+    assert response.status_code == 302
+    assert ChildLink.objects.get(parent=world.planner).version == "^1.0.0"
+    # Saved again untouched: the version stays, and so does the entity's.
+    assert post_change(as_alice, world.planner, {}).status_code == 302
+    assert ChildLink.objects.get(parent=world.planner).version == "^1.0.0"
+    assert versions_of(world.planner) == ["1.0.0", "1.0.1"]
+
+    response = post_change(as_alice, world.planner, {"child_links-0-version": "^7.0.0"})
+    assert response.status_code == 200
+    assert inline_forms(response, ChildLink)[0].errors["version"] == [
+        "no version of 'research_skill' matches ^7.0.0; it has only 1.0.0"
+    ]
+    assert ChildLink.objects.get(parent=world.planner).version == "^1.0.0"
+
+
 def test_an_entity_as_its_own_child_is_refused_at_the_child_field(as_alice, world):
     response = post_change(as_alice, world.research, {"child_links-1-child": world.research.pk})
     assert response.status_code == 200

@@ -19,8 +19,9 @@ from django.utils import timezone
 from approvals.models import Approval
 from approvals.services import approval_decide, approval_fire_due
 from entities.definition import normalize
-from entities.models import Entity
+from entities.models import Entity, EntityVersion
 from entities.services import entity_save
+from entities.versioning import bump_version, classify
 from governance.safety import SafetyScreening
 from runs.engine.core import Engine, RunStore, RunView
 from runs.engine.memory_store import InMemoryRunStore
@@ -121,6 +122,8 @@ class World:
     # What each store answers.
     def add(self, name: str, type: str = "ACTION", **sections: Any) -> str: ...  # noqa: A002
     def edit(self, name: str, type: str = "ACTION", **sections: Any) -> None: ...  # noqa: A002
+    def forget_version(self, name: str, version: str) -> None: ...
+    def version(self, run_id: str) -> str: ...
     def start(self, name: str, run_input: Any) -> str: ...
     def status(self, run_id: str) -> str: ...
     def error(self, run_id: str) -> tuple[str, str]: ...
@@ -177,6 +180,7 @@ class MemoryWorld(World):
             screening=SafetyScreening(), clock=self.clock, lease_seconds=self.lease_seconds
         )
         self.workers = itertools.count(1)
+        self.saved: dict[str, dict] = {}
 
     def worker_store(self) -> RunStore:
         return self.store.worker(f"worker-{next(self.workers)}")
@@ -184,8 +188,23 @@ class MemoryWorld(World):
     def add(self, name: str, type: str = "ACTION", **sections: Any) -> str:  # noqa: A002
         definition, problems = normalize(factory_definition(name, type, **sections))
         assert not problems, problems
+        # Versioned as `entity_save` versions it (entities/versioning.py).
+        previous = self.saved.get(name)
+        if previous is None:
+            version = definition["metadata"].get("version") or "1.0.0"
+        else:
+            kind = classify(previous, definition).kind
+            version = bump_version(previous["metadata"]["version"], kind)
+        definition["metadata"]["version"] = version
+        self.saved[name] = definition
         self.store.add_entity(name, definition, status=definition["metadata"]["status"])
         return name
+
+    def forget_version(self, name: str, version: str) -> None:
+        self.store.forget_version(name, version)
+
+    def version(self, run_id: str) -> str:
+        return self.store.run(run_id).definition["metadata"]["version"]
 
     def edit(self, name: str, type: str = "ACTION", **sections: Any) -> None:  # noqa: A002
         self.add(name, type, **sections)  # a new version of the same entity
@@ -346,6 +365,14 @@ class OrmWorld(World):
         entity = Entity.objects.get(workspace=self.workspace, name=name)
         data = factory_definition(name, type, **sections)
         entity_save(workspace=self.workspace, entity=entity, definition=data)
+
+    def forget_version(self, name: str, version: str) -> None:
+        EntityVersion.objects.filter(
+            entity__workspace=self.workspace, entity__name=name, version=version
+        ).delete()
+
+    def version(self, run_id: str) -> str:
+        return Run.objects.select_related("entity_version").get(pk=run_id).entity_version.version
 
     def start(self, name: str, run_input: Any) -> str:
         entity = Entity.objects.get(workspace=self.workspace, name=name)
