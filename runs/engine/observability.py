@@ -26,6 +26,7 @@ Pure functions of the definition and ids: no Django, no I/O.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -182,7 +183,12 @@ def trace_id_int(trace_id: str) -> int:
 def traceparent_header(trace_id: str, span: int) -> str:
     """A W3C Trace Context `traceparent` value (version 00, sampled: Hierarch records every
     run's trace, whether or not it exports it)."""
-    return f"00-{trace_id_int(trace_id):032x}-{span:016x}-01"
+    return f"{_version_and_trace(trace_id)}{span:016x}-01"
+
+
+@functools.lru_cache(maxsize=1024)
+def _version_and_trace(trace_id: str) -> str:
+    return f"00-{trace_id_int(trace_id):032x}-"
 
 
 def traceparent(run: RunView, step: StepRecord) -> str:

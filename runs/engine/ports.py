@@ -65,6 +65,15 @@ class ModelRequest:
     api_key: str | None = None
     traceparent: str = ""
 
+    def traced(self, traceparent: str) -> ModelRequest:
+        """The request with its `traceparent`: what `dataclasses.replace` answers, without
+        running `__init__` again (a step's every model call is made through it)."""
+        if traceparent == self.traceparent:
+            return self
+        request = object.__new__(ModelRequest)
+        request.__dict__.update(self.__dict__, traceparent=traceparent)
+        return request
+
 
 @dataclass(frozen=True)
 class ModelReply:
