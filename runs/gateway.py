@@ -227,6 +227,10 @@ class LiteLLMGateway:
             kwargs["api_key"] = request.api_key
         if offline is not None and offline["LATENCY_MS"]:
             kwargs["latency_ms"] = offline["LATENCY_MS"]
+        if request.traceparent and offline is None:
+            # The run's trace, for a provider (or a proxy before it) that continues traces;
+            # the offline model has no spans to put under it.
+            kwargs["extra_headers"] = {"traceparent": request.traceparent}
         return kwargs
 
     def _timeout(self) -> float:

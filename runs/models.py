@@ -57,6 +57,10 @@ class Run(models.Model):
     )
     trace_id = models.UUIDField(db_index=True)
     span_id = models.CharField(max_length=50, blank=True)
+    # The run's trace outside Hierarch (the OpenTelemetry export, the traceparent of its calls)
+    # when it is not `trace_id`: a run below an entity whose trace_id_propagation is false
+    # starts one of its own, its id (runs/engine/observability.py). Null for every other run.
+    export_trace_id = models.UUIDField(null=True, blank=True)
     # Which step of the parent started this run, and its place in a parallel group.
     parent_step_key = models.CharField(max_length=150, blank=True)
     group_index = models.PositiveIntegerField(default=0)

@@ -228,6 +228,7 @@ def trace_export_rows(trace_id: Any) -> dict[str, list[dict]]:
                 "entity__type",
                 "entity_version__version",
                 "entity_version__definition__observability__tracing__span_annotations",
+                "export_trace_id",
             )
         ),
         "steps": list(

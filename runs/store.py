@@ -52,6 +52,7 @@ from runs.engine.core import (
     run_limits,
 )
 from runs.engine.limits import lifetime_left as core_lifetime_left
+from runs.engine.observability import child_export_trace, events_kept
 from runs.engine.pii_copies import PiiCopies
 from runs.engine.ports import LIMIT_EXCEEDED, ModelReply, ModelRequest, ToolResult
 from runs.engine.state import take_pending
@@ -373,8 +374,10 @@ class OrmRunStore(DispatchingStore):
             deferred.write()
 
     def _kept_items(self, run: RunView, items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
-        """Events as pii_handling keeps them (they are shown, never read back)."""
-        if self.pii.mode(run.definition) == "ALLOW":
+        """Events as the entity's log_level writes them (runs/engine/observability.py) and
+        pii_handling keeps them (they are shown, never read back)."""
+        items = events_kept(run.definition, items)
+        if not items or self.pii.mode(run.definition) == "ALLOW":
             return items
         return [(kind, self.pii.kept(run.definition, payload)) for kind, payload in items]
 
@@ -511,6 +514,7 @@ class OrmRunStore(DispatchingStore):
             trial=row["trial"],
             sandbox=row["sandbox"],
             passes_granted=row["passes_granted"],
+            export_trace_id=str(row["export_trace_id"]) if row["export_trace_id"] else None,
             row_json={"state": state, "dynamic_plan": plan, "output_data": output},
         )
 
@@ -715,12 +719,10 @@ class OrmRunStore(DispatchingStore):
     ) -> None:
         self._seen(run, None if answer is None else answer[0])
         self._flags_seen.update(answer[2])
-        if answer[1]:
-            append_events(
-                run.trace_id,
-                run.id,
-                [("cost.alert", {"run_id": crossed}) for crossed in answer[1]],
-            )
+        # The alerts are this run's events (and log line): its log_level keeps them or not.
+        alerts = events_kept(run.definition, [("cost.alert", {"run_id": c}) for c in answer[1]])
+        if alerts:
+            append_events(run.trace_id, run.id, alerts)
             log.warning("runs %s crossed their cost alert threshold", ", ".join(answer[1]))
 
     # -- limits ---------------------------------------------------------------------------
@@ -935,6 +937,7 @@ class OrmRunStore(DispatchingStore):
                     "cancel_requested": False,
                     "trial": run.trial,
                     "sandbox": run.sandbox,
+                    "export_trace_id": child_export_trace(run, str(child_id)),
                 }
             )
             events.items.append(
@@ -1026,6 +1029,7 @@ class OrmRunStore(DispatchingStore):
             limited=first["limited"],
             trial=run.trial,
             sandbox=run.sandbox,
+            export_trace_id=first["export_trace_id"],
             row_json={"state": first["state"], "dynamic_plan": None, "output_data": None},
         )
         if group.endswith("/1") and not (run.cancel_requested or run.limited or run.budget_anchor):
@@ -1837,6 +1841,7 @@ _VIEW_FIELDS = (  # what `claim` reads back; a foreign key gives the related row
     "sandbox",
     "passes_granted",
     "webhook_url",
+    "export_trace_id",
 )
 _ASLEEP = (RunStatus.PAUSED, RunStatus.BLOCKED)
 _PARENTS_CANCEL_FLAG = (

@@ -15,7 +15,13 @@ the engine's path (the inline executor's background thread, or a Celery task):
   made it (a planning call, made before any step, under its run).
 
 The trace id is the 128 bits of the run's trace id (the root run's UUID); each span id is
-made from its row, so a trace exported twice is the same trace. Only metadata leaves:
+made from its row (a step attempt's from its unique key, which the engine also knows: the
+`traceparent` a step's calls carry names that span), so a trace exported twice is the same
+trace. An entity whose `observability.tracing.trace_id_propagation` is false does not pass
+its trace on (runs/engine/observability.py): each of its runs' child runs is sent as a trace
+of its own (the id its row notes, `export_trace_id`: the child's UUID), its span with no
+parent and a span link to the step span that started it; the database keeps one trace, and
+sampling decides for the whole of it by its id. Only metadata leaves:
 never a prompt, an answer, an input, an output, the state, a tool's arguments or result,
 or an error message (they may hold personal data); error codes do.
 
@@ -33,7 +39,6 @@ is logged (the host only) and the run is not touched.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 import threading
@@ -55,6 +60,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Status, StatusCode
 
 from runs import background
+from runs.engine import observability
 from runs.models import TERMINAL
 from runs.selectors import trace_export_rows
 
@@ -168,13 +174,19 @@ def _exporter(endpoint: str, timeout: float) -> OTLPSpanExporter:
 
 
 def _trace_int(trace_id: Any) -> int:
-    return int(str(trace_id).replace("-", ""), 16)
+    return observability.trace_id_int(str(trace_id))
 
 
 def span_id_of(kind: str, pk: Any) -> int:
     """The span id of a row: 64 bits of a hash of its table and key, never 0."""
-    digest = hashlib.blake2b(f"{kind}:{pk}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") or 1
+    return observability.span_id(kind, pk)
+
+
+def step_span_of(step: dict) -> int:
+    """The span id of a step attempt's row: made from its unique key, as the engine makes
+    the span of the `traceparent` its calls carry."""
+    run_id, key = str(step["run_id"]), step["step_key"]
+    return observability.step_span_id(run_id, key, step["iteration"], step["attempt"])
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -214,7 +226,7 @@ class _Builder:
     for rows that are finished already: half the export's time)."""
 
     def __init__(self, trace_id: int) -> None:
-        self.trace_id = trace_id
+        self.trace_id = trace_id  # of the spans added next (a run's subtree may have its own)
         self.resource = _resource(_config()["SERVICE_NAME"])
         self.spans: list[ReadableSpan] = []
 
@@ -229,6 +241,7 @@ class _Builder:
         attributes: dict[str, Any],
         kind: otel.SpanKind = otel.SpanKind.INTERNAL,
         error: str = "",
+        link: otel.SpanContext | None = None,
     ) -> None:
         attributes = {k: v for k, v in attributes.items() if v is not None and v != ""}
         if error:
@@ -244,6 +257,7 @@ class _Builder:
                 ),
                 resource=self.resource,
                 attributes=attributes,
+                links=(otel.Link(link),) if link is not None else (),
                 kind=kind,
                 status=_ERROR if error else Status(StatusCode.UNSET),
                 start_time=_ns(start),
@@ -266,11 +280,20 @@ def trace_spans(trace_id: Any, rows: dict[str, list[dict]]) -> Sequence[Readable
     for call in rows["tool_calls"]:
         calls_of.setdefault(call["step_id"] or ("run", call["run_id"]), []).append(("tool", call))
     step_spans: dict[tuple[Any, str], list[tuple[datetime, int]]] = {}
-    for run in runs:
-        parent = None
+    # Each run's trace outside Hierarch, by run id: the trace's own, or the one its row notes
+    # (a run below an entity that does not pass its trace on).
+    root = builder.trace_id
+    traces: dict[Any, int] = {}
+    for run in runs:  # parents first (by creation)
+        own = run["export_trace_id"]
+        builder.trace_id = traces[run["id"]] = _trace_int(own) if own else root
+        parent, link = None, None
         if run["parent_id"] is not None:
             parent = _step_span_for(step_spans, run) or span_id_of("run", run["parent_id"])
-        _run_spans(builder, run, parent, steps_of.get(run["id"], []), calls_of, step_spans)
+            parent_trace = traces.get(run["parent_id"], root)
+            if parent_trace != builder.trace_id:  # a trace of its own, linked to where it began
+                parent, link = None, otel.SpanContext(parent_trace, parent, False, _SAMPLED)
+        _run_spans(builder, run, parent, steps_of.get(run["id"], []), calls_of, step_spans, link)
     return builder.spans
 
 
@@ -294,6 +317,7 @@ def _run_spans(
     steps: list[dict],
     calls_of: dict[Any, list[tuple[str, dict]]],
     step_spans: dict[tuple[Any, str], list[tuple[datetime, int]]],
+    link: otel.SpanContext | None = None,
 ) -> None:
     start = run["started_at"] or run["created_at"]
     end = run["completed_at"] or max([start, *(s["finished_at"] or start for s in steps)])
@@ -317,11 +341,12 @@ def _run_spans(
             "hierarch.span_annotations": _annotations(run[ANNOTATIONS]) or None,
         },
         error=(run["error_code"] or "RUN_FAILED") if failed else "",
+        link=link,
     )
     for call in calls_of.get(("run", run["id"]), []):
         _call_span(builder, call, span_id)
     for step in steps:
-        step_span = span_id_of("step", step["id"])
+        step_span = step_span_of(step)
         step_spans.setdefault((run["id"], step["step_key"]), []).append(
             (step["started_at"], step_span)
         )

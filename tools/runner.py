@@ -102,6 +102,7 @@ class RegistryToolRunner:
             workspace_id=invocation.workspace_id,
             run_id=invocation.run_id,
             credentials=credentials,
+            traceparent=invocation.traceparent,
         )
         if self.before_waiting is not None and builtin.waits_on_network and not sandboxed:
             self.before_waiting()

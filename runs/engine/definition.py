@@ -191,10 +191,15 @@ class Logging(TypedDict, total=False):
     log_state_changes: bool
 
 
+class Tracing(TypedDict, total=False):
+    trace_id_propagation: bool
+    span_annotations: list[str]
+
+
 class Observability(TypedDict, total=False):
     logging: Logging
     metrics: JSONObject
-    tracing: JSONObject
+    tracing: Tracing
 
 
 class Definition(TypedDict, total=False):

@@ -42,6 +42,7 @@ from runs.engine.limits import (
     no_room_for_children,
     run_limits,
 )
+from runs.engine.observability import child_export_trace, events_kept
 from runs.engine.pii_copies import PiiCopies
 from runs.engine.ports import (
     MAX_PASSES_EXHAUSTED,
@@ -166,6 +167,7 @@ class StoredRun:
     trial: bool = False
     sandbox: bool = False
     passes_granted: int = 0
+    export_trace_id: str | None = None  # its trace outside Hierarch, when not trace_id
 
 
 @dataclass
@@ -599,6 +601,7 @@ class InMemoryRunStore(DispatchingStore):
                 trial=row.trial,
                 sandbox=row.sandbox,
                 passes_granted=row.passes_granted,
+                export_trace_id=row.export_trace_id,
             )
 
     def let_go(self, run_id: str) -> None:
@@ -752,6 +755,7 @@ class InMemoryRunStore(DispatchingStore):
             created_by_id=run.created_by_id,
             trial=run.trial,
             sandbox=run.sandbox,
+            export_trace_id=child_export_trace(run, child_id),
         )
 
     def children(self, run: RunView, step_keys: list[str]) -> list[ChildOutcome] | None:
@@ -1136,9 +1140,10 @@ class InMemoryRunStore(DispatchingStore):
             found.finished_at = finished_at
 
     def _append_events(self, trace_id: str, run_id: str, items: list[Event]) -> None:
+        """The run's events as its log_level writes them and pii_handling keeps them."""
         trace = self._world.events.setdefault(trace_id, [])
         definition = self._world.runs[run_id].definition
-        for kind, payload in items:
+        for kind, payload in events_kept(definition, items):
             seq = len(trace) + 1
             kept = self.pii.kept(definition, payload)
             trace.append(StoredEvent(trace_id, seq, run_id, kind, _json(kept)))

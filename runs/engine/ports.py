@@ -46,6 +46,8 @@ class ModelRequest:
     function definitions (OpenAI format: {"name", "description", "parameters"}) and
     `tool_choice` names the one the model must call. `purpose` says why the engine asks
     (THOUGHT, PLAN, JUDGE, TOOL_ARGUMENTS, SUMMARY) and is recorded with the call.
+    `traceparent` is the W3C header a provider that continues traces is sent ("" for none:
+    runs/engine/observability.py); it is not part of the call's record.
     """
 
     provider: str
@@ -61,6 +63,16 @@ class ModelRequest:
     reasoning_mode: str = ""
     api_base: str | None = None
     api_key: str | None = None
+    traceparent: str = ""
+
+    def traced(self, traceparent: str) -> ModelRequest:
+        """The request with its `traceparent`: what `dataclasses.replace` answers, without
+        running `__init__` again (a step's every model call is made through it)."""
+        if traceparent == self.traceparent:
+            return self
+        request = object.__new__(ModelRequest)
+        request.__dict__.update(self.__dict__, traceparent=traceparent)
+        return request
 
 
 @dataclass(frozen=True)
@@ -120,6 +132,9 @@ class ToolInvocation:
     caller_id: Any = None  # the user who started the run's trace (None: a system run)
     # Who approved this one call in the inbox (an EXECUTE tool without a standing grant).
     approved_by: Any = None
+    # The W3C traceparent a tool that calls out sends ("" for none:
+    # runs/engine/observability.py).
+    traceparent: str = ""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from runs.engine import observability
 from runs.engine.definition import Definition
 
 if TYPE_CHECKING:
@@ -181,6 +182,10 @@ class RunView:
     trial: bool = False  # a designer's trial: drafts run too (so do the runs under it)
     sandbox: bool = False  # every tool call is sandboxed: no external effect
     passes_granted: int = 0  # passes a person gave it past its loop's limit (run_grant_passes)
+    # Its trace outside Hierarch (the OpenTelemetry export, the traceparent of its calls):
+    # None for the trace's own id; a run below an entity that does not pass its trace on
+    # has one of its own (runs/engine/observability.py).
+    export_trace_id: str | None = None
     # The memory items the run's prompts read (oldest first), read once a claim; None: not yet.
     memory: list[Any] | None = None
     # The ORM store's note of the JSON values its last committed write left in the run's
@@ -233,6 +238,11 @@ class RunView:
     def noted(self, kind: EventKind, **payload: Any) -> RunView:
         """The run with an event for the store's next write of it."""
         return self.buffered([], [(kind, payload)])
+
+    def traceparent(self, step: StepRecord) -> str:
+        """The W3C `traceparent` of the calls `step` makes ("" when the entity's
+        trace_id_propagation is false)."""
+        return observability.traceparent(self, step)
 
 
 _FIELD_NAMES = frozenset(f.name for f in fields(RunView))

@@ -83,7 +83,7 @@ def recorded_call(
             return run, OverBudget(refusal)
         reserved = estimate
     try:
-        reply = engine.model.complete(request)
+        reply = engine.model.complete(request.traced(run.traceparent(record)))
     except ModelError:
         if reserved:
             engine.store.unreserve(run, reserved)

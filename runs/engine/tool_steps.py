@@ -114,6 +114,7 @@ def invoke_tool(
         sandbox=run.sandbox or bool(tool.get("sandbox_mode")),
         caller_id=run.created_by_id,
         approved_by=approved.by,
+        traceparent=run.traceparent(record),
     )
     recorded = engine.store.recall(run, ResultKey(key))
     if recorded is not None:

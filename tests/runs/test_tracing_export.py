@@ -20,7 +20,13 @@ from entities.models import Entity
 from runs import background
 from runs.models import LLMCall, Run, StepRun, ToolCall
 from runs.services import run_start
-from runs.tracing import span_id_of, trace_export, trace_export_schedule, trace_sampled
+from runs.tracing import (
+    span_id_of,
+    step_span_of,
+    trace_export,
+    trace_export_schedule,
+    trace_sampled,
+)
 from tests.support.otlp import OtlpReceiver, attributes
 from tests.support.queued_runs import Driver
 from tests.support.runs_api import GOOD_INPUT, greeter
@@ -68,6 +74,19 @@ def _ns(moment: datetime) -> int:
 
 def _hex(span_id: int) -> bytes:
     return span_id.to_bytes(8, "big")
+
+
+def _step_span(step: StepRun) -> int:
+    """A step attempt's span: made from its key (run, step, pass, attempt)."""
+    fields = ("run_id", "step_key", "iteration", "attempt")
+    return step_span_of({name: getattr(step, name) for name in fields})
+
+
+def _made_by(call: LLMCall | ToolCall) -> bytes:
+    """The span a call hangs under: its step's, else its run's (a planning call)."""
+    if call.step_id:
+        return _hex(_step_span(call.step))
+    return _hex(span_id_of("run", call.run_id))
 
 
 # -- the spans ----------------------------------------------------------------------------------
@@ -119,7 +138,7 @@ def test_a_trace_is_one_span_per_run_step_and_call_under_the_run_trace(db, traci
     assert levels == 3
 
     for step in steps:
-        span = by_id[_hex(span_id_of("step", step.pk))]
+        span = by_id[_hex(_step_span(step))]
         assert span.name == f"step {step.name}"
         assert span.parent_span_id == _hex(span_id_of("run", step.run_id))
 
@@ -137,8 +156,7 @@ def test_model_and_tool_calls_carry_the_gen_ai_attributes_and_no_text(db, tracin
     for call in model_calls:
         span = by_id[_hex(span_id_of("llm", call.pk))]
         assert span.name == f"chat {call.model_name}"
-        made_by = ("step", call.step_id) if call.step_id else ("run", call.run_id)
-        assert span.parent_span_id == _hex(span_id_of(*made_by))
+        assert span.parent_span_id == _made_by(call)
         found = attributes(span)
         assert found["gen_ai.operation.name"] == "chat"
         assert found["gen_ai.request.model"] == call.model_name
@@ -151,8 +169,7 @@ def test_model_and_tool_calls_carry_the_gen_ai_attributes_and_no_text(db, tracin
     for call in tool_calls:
         span = by_id[_hex(span_id_of("tool", call.pk))]
         assert span.name == f"execute_tool {call.tool_id}"
-        made_by = ("step", call.step_id) if call.step_id else ("run", call.run_id)
-        assert span.parent_span_id == _hex(span_id_of(*made_by))
+        assert span.parent_span_id == _made_by(call)
         found = attributes(span)
         assert found["gen_ai.operation.name"] == "execute_tool"
         assert found["gen_ai.tool.name"] == call.tool_id

@@ -36,6 +36,9 @@ class ToolContext:
     workspace_id: int
     run_id: str
     credentials: Credentials | None = field(default=None, repr=False, compare=False)
+    # The W3C traceparent of the run's step, for an adapter that calls out; "" for none
+    # (the entity's trace_id_propagation is false: runs/engine/observability.py).
+    traceparent: str = ""
 
     @property
     def tool_id(self) -> str:

@@ -10,7 +10,10 @@ subdomains) are called, and never a private, loopback or link-local address unle
 `HIERARCH_HTTP_ALLOW_PRIVATE` is true. The address checked is the address connected to (the
 name is resolved once and the connection pinned to it), so a DNS answer that changes between
 check and connect cannot reach an internal service. Redirects are returned, not followed.
-Every request carries the call's idempotency key as `Idempotency-Key`.
+Every request carries the call's idempotency key as `Idempotency-Key`, and, unless the
+entity's `trace_id_propagation` is false, the run's trace as W3C `traceparent` (the trace id
+and the step's span id of the OpenTelemetry export, runs/engine/observability.py), in place
+of one the arguments set; with it false, the arguments' headers go as they are.
 
 The tool's authentication (API_KEY, OAUTH2, SERVICE_ACCOUNT) arrives resolved in
 `context.credentials` (`tools/credentials.py`): its headers are added last, so an argument of
@@ -136,6 +139,8 @@ def run(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
     }
     if context.idempotency_key:
         headers["Idempotency-Key"] = context.idempotency_key
+    if context.traceparent:  # the run's trace goes on in the server's spans, if it keeps any
+        headers["traceparent"] = context.traceparent
     credentials = context.credentials
     if credentials is not None:
         headers.update(credentials.headers())
