@@ -82,6 +82,8 @@ EVENT_LEVELS: dict[str, int] = {
     "state.changed": INFO,
     "loop.next": INFO,
     "loop.stopped": WARN,  # out of passes: the run blocks or ends as on_exhausted says
+    "memory.summarized": INFO,  # the memory's oldest items folded into a summary
+    "memory.not_summarized": WARN,  # the fold's summary call failed or had no room
     "context.trimmed": DEBUG,  # the prompt the call log keeps shows what was sent
     "safety.flagged": WARN,
     # its calls (the LLMCall and ToolCall rows keep every call at every level)
