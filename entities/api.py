@@ -183,7 +183,7 @@ class EntitySummarySerializer(serializers.ModelSerializer):
 
 class UpgradeSerializer(serializers.Serializer):
     """A child link whose `version` (an exact version or a range) misses a newer version of
-    its child (seed 000 §10.2's "upgrade available")."""
+    its child: an upgrade is available."""
 
     link = serializers.CharField(
         read_only=True, help_text="Where the link is in the definition: hierarchy.children[N]."

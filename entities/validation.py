@@ -317,7 +317,7 @@ def lay_over(catalog: Catalog, drafts: list[Draft]) -> list[Problem]:
             type=definition["metadata"]["type"],
             max_cost=_money(governance["cost_controls"]["max_cost_usd"]),
             max_depth=governance["execution_limits"]["max_recursion_depth"],
-            reads_from=tuple(definition["io_contract"]["state_contract"]["reads_from"]) or None,
+            reads_from=_declared(_reads_from(definition)),
         )
 
     real = [draft for draft in drafts if not draft.is_placeholder]
@@ -412,15 +412,23 @@ def _resolve(catalog: Catalog, draft: Draft, bundle_tools: set[str]) -> list[Pro
     ]
 
 
+def _reads_from(definition: dict) -> Any:
+    """A draft's `reads_from`, as far as its io_contract (checked on its own, and perhaps
+    broken) has one."""
+    contract = definition.get("io_contract")
+    state = contract.get("state_contract") if isinstance(contract, dict) else None
+    return state.get("reads_from") if isinstance(state, dict) else None
+
+
 def _declared(reads: Any) -> tuple[str, ...] | None:
     """A stored `reads_from` as the catalog reads it (JSON text; SQL NULL or "null" when
     absent): the keys, or None when it declares none."""
     if isinstance(reads, str):
         with contextlib.suppress(ValueError):
             reads = json.loads(reads)
-    if not isinstance(reads, list) or not reads:
+    if not isinstance(reads, list) or not reads or not all(isinstance(k, str) for k in reads):
         return None
-    return tuple(str(key) for key in reads)
+    return tuple(reads)
 
 
 def _state_contract_problems(catalog: Catalog, draft: Draft) -> list[Problem]:

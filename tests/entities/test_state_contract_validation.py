@@ -107,3 +107,22 @@ def test_a_bundle_is_checked_against_its_own_children(acme):
         entities_import(workspace=acme, definitions=[child, lead({"topic": {"var": "tone"}})])
     assert [p.path for p in refusal.value.problems] == ["hierarchy.children[0].input_mapping.topic"]
     assert not Entity.objects.filter(workspace=acme).exists()
+
+
+@pytest.mark.parametrize(
+    "io_contract",
+    [
+        "not an object",
+        {"state_contract": "nope"},
+        {"state_contract": {"reads_from": "topic"}},
+        {"state_contract": {"reads_from": [1, None]}},
+    ],
+)
+def test_a_broken_contract_is_named_not_a_server_error(acme, io_contract):
+    """Checked beside the rest of the workspace, a contract the section check refused is
+    read as far as it goes: the save names the problem, nothing breaks."""
+    reader(acme, ["topic"])
+    raw = lead({"topic": {"var": "topic"}})
+    raw["io_contract"] = io_contract
+    found = problems_of(acme, raw)
+    assert any(path.startswith("io_contract") for path in found), found
