@@ -13,7 +13,7 @@ import pytest
 
 from runs.engine.ports import RATE_LIMITED, Record, ToolCall, ToolError
 from runs.engine.state import RunView
-from tests.factories import tool_definition
+from tests.support.react import QUESTION, REACT, stock_tool, weather_tool
 from tests.support.worlds import MemoryWorld, StoreWrapper, World, io, limits
 
 pytestmark = pytest.mark.smoke
@@ -22,52 +22,6 @@ pytestmark = pytest.mark.smoke
 @pytest.fixture
 def world(each_store: World) -> World:
     return each_store
-
-
-def weather_tool() -> dict:
-    return tool_definition(
-        "weather_lookup",
-        implementation="simulated",
-        function_schema={
-            "name": "weather_lookup",
-            "description": "Look up the weather forecast of a city",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-        output_schema={
-            "type": "object",
-            "properties": {"forecast": {"type": "string"}, "celsius": {"type": "integer"}},
-            "required": ["forecast", "celsius"],
-        },
-    )
-
-
-def stock_tool() -> dict:
-    return tool_definition(
-        "stock_price",
-        implementation="simulated",
-        function_schema={
-            "name": "stock_price",
-            "description": "Get the share price of a listed company by its ticker",
-            "parameters": {
-                "type": "object",
-                "properties": {"ticker": {"type": "string"}},
-                "required": ["ticker"],
-            },
-        },
-        output_schema={
-            "type": "object",
-            "properties": {"usd": {"type": "number"}},
-            "required": ["usd"],
-        },
-    )
-
-
-REACT = {"reasoning_config": {"reasoning_mode": "REACT"}}
-QUESTION = {"city": "Paris", "question": "What is the weather like there tomorrow?"}
 
 
 def agent(world: World, name: str = "forecaster", **sections: Any) -> str:
