@@ -28,6 +28,7 @@ from runs.engine.state import RunView, StepRecord
 
 if TYPE_CHECKING:
     from runs.engine.core import Engine
+    from runs.engine.definition import Definition
 
 REACT = "REACT"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -43,12 +44,12 @@ def loops(run: RunView) -> bool:
     )
 
 
-def offered(run: RunView) -> dict[str, dict[str, Any]]:
+def offered(definition: Definition) -> dict[str, dict[str, Any]]:
     """The entity's tools by the function name the model sees: the function schema's name
     (else the tool id) with anything but letters, digits, `_` and `-` made `_`, cut to 64
     characters, made unique with a number where two are alike."""
     named: dict[str, dict[str, Any]] = {}
-    for tool in run.definition["capabilities"]["tools"]:
+    for tool in definition["capabilities"]["tools"]:
         function = tool.get("function_schema")
         if function is None:
             continue
@@ -88,7 +89,7 @@ def reasoning_loop(
     loop stopped; and the number of model calls made (the index of the next)."""
     from runs.engine import thoughts  # thoughts runs this loop
 
-    tools = offered(run)
+    tools = offered(run.definition)
     functions = function_schemas(tools)
     conversation = list(messages)
     calls = 0  # the tool calls so far: the next one's index

@@ -6,13 +6,16 @@ loop re-entered after a crash, a person's decision or a rate limit repeats no ca
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from runs.engine import react
 from runs.engine.ports import RATE_LIMITED, Record, ToolCall, ToolError
 from runs.engine.state import RunView
+from tests.factories import tool_definition
 from tests.support.react import QUESTION, REACT, stock_tool, weather_tool
 from tests.support.worlds import MemoryWorld, StoreWrapper, World, io, limits
 
@@ -296,3 +299,19 @@ def test_a_rate_limited_tool_inside_the_loop_waits_its_turn_and_goes_on(world):
     assert limited.calls == 2  # refused once, then made
     (call,) = world.tool_calls(run)
     assert call.success
+
+
+def test_the_bias_judge_after_a_loop_is_a_call_of_its_own(world):
+    agent(world, "judged", governance={**limits(), "safety_rails": {"content_filters": ["BIAS"]}})
+    run = world.run("judged", QUESTION)
+    assert world.status(run) == "COMPLETED", world.error(run)
+    assert world.call_counts(run) == (3, 1)  # two turns, then the judge (no key reused)
+
+
+def test_the_model_sees_each_tool_under_a_valid_and_unique_function_name():
+    odd = tool_definition("look.up", function_schema={"name": "look up: the weather!"})
+    twin = tool_definition("look_up2", function_schema={"name": "look up: the weather?"})
+    bare = tool_definition("x" * 80, function_schema={})
+    names = list(react.offered({"capabilities": {"tools": [odd, twin, bare]}}))
+    assert names == ["look_up_the_weather", "look_up_the_weather_2", "x" * 64]
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) for name in names)
