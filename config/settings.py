@@ -278,6 +278,9 @@ HIERARCH_ENGINE = {
     "SWEEP_SECONDS": env_int("HIERARCH_SWEEP_SECONDS", 5),
     # The most passes any loop makes, whatever its max_iterations (null included) says.
     "MAX_PASSES": env_int("HIERARCH_MAX_PASSES", 25),
+    # The most turns a REACT entity's reasoning loop takes in one step (a turn: a model call
+    # and the tools it calls) before the step fails LIMIT_EXCEEDED.
+    "MAX_TOOL_TURNS": env_int("HIERARCH_MAX_TOOL_TURNS", 20),
     # The inline executor's threads: steps in flight in the server process. A step spends
     # most of its time waiting on a model, holding no database connection (PostgreSQL) or
     # queueing for SQLite's one writer only while it writes.

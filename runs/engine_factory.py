@@ -70,6 +70,7 @@ def engine() -> Engine:
         enqueue_later=enqueue_at,
         screening=SafetyScreening(),
         hard_cap=settings.HIERARCH_ENGINE["MAX_PASSES"],
+        max_tool_turns=settings.HIERARCH_ENGINE["MAX_TOOL_TURNS"],
         cipher=PiiCipher(),
         handoff_s=settings.HIERARCH_ENGINE["HANDOFF_SECONDS"],
     )

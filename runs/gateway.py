@@ -261,7 +261,10 @@ class LiteLLMGateway:
         content = message.content or ""
         prompt_tokens, completion_tokens = self._usage(request, response, content)
         tool_calls = getattr(message, "tool_calls", None) or []
-        tool_name, tool_arguments = _function_called(where, request, tool_calls)
+        called = _functions_called(where, request, tool_calls)
+        tool_name, tool_arguments = (
+            (called[0]["name"], called[0]["arguments"]) if called else (None, None)
+        )
         parsed: Any = None
         if request.response_schema is not None and tool_name is None:
             parsed = _decode_json(where, content)
@@ -289,6 +292,7 @@ class LiteLLMGateway:
             tool_name=tool_name,
             tool_arguments=tool_arguments,
             raw=raw,
+            tool_calls=called,
         )
 
     def _usage(self, request: ModelRequest, response: Any, content: str) -> tuple[int, int]:
@@ -303,11 +307,12 @@ class LiteLLMGateway:
         return prompt_tokens, completion_tokens
 
 
-def _function_called(
+def _functions_called(
     where: str, request: ModelRequest, tool_calls: list[Any]
-) -> tuple[str | None, dict[str, Any] | None]:
-    """The function the model called (its name and decoded arguments), if any; an error when
-    it called one it was not offered, or answered without the one it was told to call."""
+) -> tuple[dict[str, Any], ...]:
+    """The functions the model called, in order: each {"id", "name", "arguments"} (decoded);
+    an error when it called one it was not offered, or answered without the one it was told
+    to call."""
     if not tool_calls:
         if request.tool_choice and request.tool_choice not in ("auto", "none"):
             raise ModelError(
@@ -316,19 +321,27 @@ def _function_called(
                 code=LLM_ERROR,
                 retryable=True,
             )
-        return None, None
-    function = tool_calls[0].function
-    tool_name = function.name
-    tool_arguments = _tool_arguments(where, tool_name, function.arguments)
+        return ()
     offered = {_tool(t)["function"].get("name") for t in request.tools}
-    if tool_name not in offered:
-        raise ModelError(
-            f"{where} called the function {tool_name!r}, which was not offered "
-            f"(offered: {', '.join(sorted(n for n in offered if n))})",
-            code=LLM_ERROR,
-            retryable=True,
+    called = []
+    for index, call in enumerate(tool_calls):
+        name = call.function.name
+        if name not in offered:
+            raise ModelError(
+                f"{where} called the function {name!r}, which was not offered "
+                f"(offered: {', '.join(sorted(n for n in offered if n))})",
+                code=LLM_ERROR,
+                retryable=True,
+            )
+        arguments = _tool_arguments(where, name, call.function.arguments)
+        called.append(
+            {
+                "id": getattr(call, "id", None) or f"call_{index}",
+                "name": name,
+                "arguments": arguments,
+            }
         )
-    return tool_name, tool_arguments
+    return tuple(called)
 
 
 def _cost(
@@ -347,6 +360,10 @@ def _most_prompt_tokens(request: ModelRequest) -> int:
     """An upper bound of the prompt's tokens without a tokenizer: byte-level tokenizers
     never make a token of less than one byte; a few more per message for the roles."""
     size = sum(len(str(m.get("content") or "").encode()) + 8 for m in request.messages)
+    # A reasoning loop's turns: the calls the model made before are in the prompt too.
+    size += sum(
+        len(json.dumps(m["tool_calls"]).encode()) for m in request.messages if m.get("tool_calls")
+    )
     if request.tools:
         size += len(json.dumps(request.tools).encode())
     if request.response_schema:

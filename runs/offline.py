@@ -5,8 +5,14 @@ answers deterministically from the messages, with no key and no network:
 
 - `response_format` of type `json_schema`: JSON valid against that schema (`json_object`: a
   small object);
-- `tools` (with a `tool_choice` naming one, or alone: the first): a call of that function with
-  arguments valid against its parameters;
+- `tools` with a `tool_choice` naming one: a call of that function with arguments valid
+  against its parameters;
+- `tools` offered to choose from (no `tool_choice`, or `auto`/`required`) and no tool result
+  in the conversation yet: a tool-using agent's first turn. It calls every offered tool whose
+  name or description shares a word with the task (the user's messages), the first one when
+  none does, each with arguments valid against its parameters, values taken from the input
+  where a property's name matches one of its keys. Once a tool result is in the
+  conversation, it answers (below), saying what the tools returned where the answer has text;
 - otherwise: a short prose answer.
 
 Two schemas are recognised by their titles and answered from what they are given: the BIAS
@@ -131,19 +137,28 @@ def answer(
     tools = optional_params.get("tools") or []
     tool_choice = optional_params.get("tool_choice")
     schema = _response_schema(response_format)
-    tool = _chosen_tool(tools, tool_choice)
+    chosen = _chosen_tools(tools, tool_choice, messages)
+    results = _tool_results(messages)
 
-    if tool is not None:
-        function = tool.get("function", tool)
-        arguments = json.dumps(synthesize(function.get("parameters") or {}, seed=seed))
-        call = ChatCompletionMessageToolCall(
-            id=f"call_{seed[:24]}",
-            type="function",
-            function=Function(name=function["name"], arguments=arguments),
-        )
-        message = Message(content=None, role="assistant", tool_calls=[call])
+    if chosen:
+        calls, completion_tokens = [], 0
+        given = _given_input(messages)
+        for index, tool in enumerate(chosen):
+            function = tool.get("function", tool)
+            parameters = function.get("parameters") or {}
+            arguments = json.dumps(
+                _from_input(parameters, synthesize(parameters, seed=seed), given)
+            )
+            calls.append(
+                ChatCompletionMessageToolCall(
+                    id=f"call_{seed[:20]}_{index}",
+                    type="function",
+                    function=Function(name=function["name"], arguments=arguments),
+                )
+            )
+            completion_tokens += _count_repeated(model, function["name"]) + _count(model, arguments)
+        message = Message(content=None, role="assistant", tool_calls=calls)
         finish_reason = "tool_calls"
-        completion_tokens = _count_repeated(model, function["name"]) + _count(model, arguments)
         prompt_tokens += _count_repeated(model, json.dumps(tools)) + _OVERHEAD_TOKENS
     elif schema is not None:
         value = bias_judge_answer(schema, messages)
@@ -151,6 +166,8 @@ def answer(
             value = summary_answer(schema, messages)
         if value is None:
             value = synthesize(schema, seed=seed)
+            if results:
+                value = _telling(schema, value, results)
         content = json.dumps(value, ensure_ascii=False)
         message = Message(content=content, role="assistant")
         finish_reason = "stop"
@@ -158,6 +175,8 @@ def answer(
         prompt_tokens += _count_repeated(model, json.dumps(schema)) + _OVERHEAD_TOKENS
     else:
         content = text_answer(messages, seed=seed)
+        if results:
+            content = f"{_results_text(results)} {content}"
         finish_reason = "stop"
         completion_tokens = _count(model, content)
         limit = optional_params.get("max_tokens")
@@ -198,9 +217,13 @@ def _response_schema(response_format: Any) -> dict[str, Any] | None:
     return None
 
 
-def _chosen_tool(tools: list[dict[str, Any]], tool_choice: Any) -> dict[str, Any] | None:
+def _chosen_tools(
+    tools: list[dict[str, Any]], tool_choice: Any, messages: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The tools this turn calls: the one `tool_choice` names; else, before any tool result
+    is in the conversation, those that fit the task (at least one); else none."""
     if not tools or tool_choice == "none":
-        return None
+        return []
     wanted = None
     if isinstance(tool_choice, dict):
         wanted = (tool_choice.get("function") or {}).get("name")
@@ -209,13 +232,155 @@ def _chosen_tool(tools: list[dict[str, Any]], tool_choice: Any) -> dict[str, Any
     if wanted:
         for tool in tools:
             if tool.get("function", tool).get("name") == wanted:
-                return tool
+                return [tool]
         raise BadRequestError(
             message=f"tool_choice names {wanted!r}, which is not among the tools offered",
             model=wanted,
             llm_provider=PROVIDER,
         )
-    return tools[0]
+    if _tool_results(messages):
+        return []  # it read what its tools returned: it answers now
+    task = set()
+    for message in messages:
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            task |= _words(message["content"])
+    fitting = [tool for tool in tools if _words(_described(tool)) & task]
+    return fitting or tools[:1]
+
+
+def _described(tool: dict[str, Any]) -> str:
+    function = tool.get("function", tool)
+    return f"{function.get('name', '')} {function.get('description') or ''}"
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+# Words every prompt and tool description has, which say nothing of what a tool is for.
+_COMMON = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "with",
+        "this",
+        "that",
+        "from",
+        "your",
+        "you",
+        "are",
+        "its",
+        "into",
+        "call",
+        "calls",
+        "tool",
+        "tools",
+        "answer",
+        "json",
+        "output",
+        "input",
+        "state",
+        "entity",
+        "given",
+        "return",
+        "returns",
+        "promises",
+        "what",
+        "which",
+        "when",
+        "will",
+        "step",
+        "think",
+        "act",
+        "reason",
+        "decide",
+        "next",
+        "action",
+        "observe",
+        "iteratively",
+    ]
+)
+
+
+def _words(text: str) -> set[str]:
+    """The words of `text` that can tell what a tool is for: lower case, split on anything
+    but letters and digits (`look_up` is `look` and `up`), three letters or more."""
+    return {w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _COMMON}
+
+
+def _tool_results(messages: list[dict[str, Any]]) -> list[str]:
+    """What the tools returned so far: the content of each tool message, in order."""
+    return [
+        str(m.get("content") or "")
+        for m in messages
+        if isinstance(m, dict) and m.get("role") == "tool"
+    ]
+
+
+def _given_input(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's input as the prompt shows it (after "Input:"), or nothing."""
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if not isinstance(content, str):
+            continue
+        at = content.find("Input:\n")
+        if at < 0:
+            continue
+        try:
+            value, _end = json.JSONDecoder().raw_decode(content, at + len("Input:\n"))
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+    return {}
+
+
+def _from_input(parameters: dict[str, Any], arguments: Any, given: dict[str, Any]) -> Any:
+    """The synthesised arguments with the input's values where a property has the name of
+    an input key and the value is valid for it."""
+    properties = parameters.get("properties") if isinstance(parameters, dict) else None
+    if not isinstance(arguments, dict) or not isinstance(properties, dict) or not given:
+        return arguments
+    taken = dict(arguments)
+    for name, schema in properties.items():
+        if name in given and _valid(schema, given[name]):
+            taken[name] = given[name]
+    return taken if _valid(parameters, taken) else arguments
+
+
+def _valid(schema: Any, value: Any) -> bool:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        return isinstance(schema, dict) and Draft202012Validator(schema).is_valid(value)
+    except SchemaError:
+        return False
+
+
+_RESULT_CHARS = 300  # of each tool result an answer quotes
+
+
+def _results_text(results: list[str]) -> str:
+    quoted = [r if len(r) <= _RESULT_CHARS else r[: _RESULT_CHARS - 1] + "…" for r in results]
+    return "The tools returned: " + " | ".join(quoted) + "."
+
+
+def _telling(schema: dict[str, Any], value: Any, results: list[str]) -> Any:
+    """The synthesised answer with its free-text properties saying what the tools returned,
+    where that stays valid against the schema."""
+    properties = schema.get("properties")
+    if not isinstance(value, dict) or not isinstance(properties, dict):
+        return value
+    text = _results_text(results)
+    told = dict(value)
+    for name, spec in properties.items():
+        if not isinstance(spec, dict) or spec.get("type") != "string":
+            continue
+        if any(key in spec for key in ("enum", "const", "pattern", "format")):
+            continue
+        most = spec.get("maxLength")
+        told[name] = text if not isinstance(most, int) or len(text) <= most else text[:most]
+    return told if _valid(schema, told) else value
 
 
 def _stamp_cost(

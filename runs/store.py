@@ -1284,6 +1284,7 @@ class OrmRunStore(DispatchingStore):
             parsed=meta.get("parsed"),
             tool_name=meta.get("tool_name"),
             tool_arguments=meta.get("tool_arguments"),
+            tool_calls=tuple(meta.get("tool_calls") or ()),
         )
 
     def _record_model_call(self, run: RunView, call: ports.ModelCall) -> RunView:
@@ -1316,6 +1317,16 @@ class OrmRunStore(DispatchingStore):
         reserved: Decimal | None,
     ) -> RunView:
         cost = to_micros(reply.cost_usd)  # as the cost columns keep it, everywhere alike
+        metadata = {
+            "step": step.key,
+            "iteration": step.iteration,
+            "attempt": step.attempt,
+            "parsed": reply.parsed,
+            "tool_name": reply.tool_name,
+            "tool_arguments": reply.tool_arguments,
+        }
+        if reply.tool_calls:  # a reasoning loop's turn: every call it made, for a replay
+            metadata["tool_calls"] = list(reply.tool_calls)
         with self._transaction(run, items=items, steps=steps):
             if steps or len(items) > 1:  # the engine buffered changes of the run too
                 run = self._write_run(run)
@@ -1341,14 +1352,7 @@ class OrmRunStore(DispatchingStore):
                         "latency_ms": reply.latency_ms,
                         "temperature": request.temperature,
                         "reasoning_mode": request.reasoning_mode,
-                        "metadata": {
-                            "step": step.key,
-                            "iteration": step.iteration,
-                            "attempt": step.attempt,
-                            "parsed": reply.parsed,
-                            "tool_name": reply.tool_name,
-                            "tool_arguments": reply.tool_arguments,
-                        },
+                        "metadata": metadata,
                     }
                 ],
             )

@@ -349,21 +349,24 @@ def tool_approval(
     tool: dict[str, Any],
     arguments: dict[str, Any],
     record: StepRecord,
+    index: int | None = None,
 ) -> tuple[RunView, Approved | Failed | NeedsApproval]:
     """Before a tool call: the BEFORE_TOOL_CALL checkpoint, an action restriction that
     requires approval, an EXECUTE tool the run's starter has no grant for. One request
     covers them all. Answers the call Approved (with the arguments to call with), Failed
-    (REJECTED, TIMEOUT) when a person said no, or NeedsApproval."""
+    (REJECTED, TIMEOUT) when a person said no, or NeedsApproval. `index`: the call's place
+    among a step's several calls (a reasoning loop's), in the request's key."""
     checkpoint, reasons, risk = tool_checkpoint(engine, run, tool, arguments)
     if checkpoint is None:
         return run, Approved(arguments)
     function = tool.get("function_schema") or {}
+    key = f"TOOL:{record.key}:{record.iteration}:{record.attempt}"
     run, verdict = ask_person(
         engine,
         run,
         checkpoint,
         Question(
-            key=f"TOOL:{record.key}:{record.iteration}:{record.attempt}",
+            key=key if index is None else f"{key}:{index}",
             step_name=step["name"],
             subject="tool_arguments",
             payload=arguments,

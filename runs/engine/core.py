@@ -92,6 +92,7 @@ class Engine:
     enqueue_later: Callable[[str, float], None] = lambda run_id, delay_s: None
     max_steps_per_advance: int = 200
     hard_cap: int = 25  # passes of a loop, whatever max_iterations says
+    max_tool_turns: int = 20  # turns of a reasoning loop (runs/engine/react.py) per step
     # pii_handling ENCRYPT: `encrypt(str) -> str` and `decrypt(str) -> str` (the vault's);
     # without one, ENCRYPT stores redacted text instead, never the plain text.
     cipher: Cipher | None = None
@@ -370,6 +371,8 @@ class Engine:
             delay = max(failure.retry_after_s, 0.05)
             record = record.waiting()
             events.add("step.rate_limited", step=step["name"], delay_s=round(delay, 3))
+            # The same attempt replays the step: the calls it recorded before are reused.
+            run = run.with_state(**{hitl.REPLAY_KEY: True})
             return self._schedule(run, RetryAt(delay), [record], events), False
         events.add(
             "step.finished",

@@ -401,7 +401,8 @@ def limit_reached(engine: Engine, run: RunView, limit: LimitReached) -> RunView:
     if not limit.blocks:
         code = LIMIT_EXCEEDED if limit.code == BUDGET_EXHAUSTED else limit.code
         return fail(engine, run, code, str(limit), Events(), [])
-    run = run.ended("BLOCKED", limit.code, str(limit))
+    # Resumed, the step replays: the calls it recorded before the block are reused.
+    run = run.with_state(**{hitl.REPLAY_KEY: True}).ended("BLOCKED", limit.code, str(limit))
     events = Events()
     events.add("run.status", status="BLOCKED", reason="budget_exhausted", message=str(limit))
     return engine._commit(run, Save([], events)).run

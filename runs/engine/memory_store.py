@@ -868,6 +868,7 @@ class InMemoryRunStore(DispatchingStore):
                 cost_usd=reply.cost_usd.quantize(_MICRO, ROUND_HALF_UP),
                 parsed=_json(reply.parsed),
                 tool_arguments=_json(reply.tool_arguments),
+                tool_calls=tuple(_json(list(reply.tool_calls))) if reply.tool_calls else (),
                 raw={},
             )
             self._world.model_calls[call_key] = StoredModelCall(

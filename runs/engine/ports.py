@@ -80,7 +80,10 @@ class ModelReply:
     """What a model answered, with what it cost.
 
     `parsed` is the JSON object when one was asked for (response_schema) and the answer
-    decoded; `tool_arguments` the arguments of the function it called, decoded.
+    decoded; `tool_arguments` the arguments of the function it called, decoded. A model may
+    call several functions in one answer: `tool_calls` holds them all, in order, each
+    {"id", "name", "arguments"} (arguments decoded); `tool_name` and `tool_arguments` are
+    the first's.
     """
 
     content: str
@@ -94,6 +97,16 @@ class ModelReply:
     tool_name: str | None = None
     tool_arguments: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    tool_calls: tuple[dict[str, Any], ...] = ()
+
+    def calls(self) -> tuple[dict[str, Any], ...]:
+        """Every function the model called, in order (a reply recorded before `tool_calls`
+        existed answers its one call)."""
+        if self.tool_calls:
+            return self.tool_calls
+        if self.tool_name is None:
+            return ()
+        return ({"id": "call_0", "name": self.tool_name, "arguments": self.tool_arguments or {}},)
 
 
 class ModelError(Exception):

@@ -11,7 +11,7 @@ from runs.engine import memory, summaries
 from runs.engine import plan as plans
 from runs.engine.definition import ReasoningConfig
 from runs.engine.limits import NOTHING
-from runs.engine.outcomes import Completed, Failed, OverBudget
+from runs.engine.outcomes import Completed, Failed, NeedsApproval, OverBudget
 from runs.engine.ports import (
     PII_ALLOW,
     PII_ENCRYPT,
@@ -121,6 +121,7 @@ def revealed(engine: Engine, reply: ModelReply) -> ModelReply:
         content=reveal(reply.content),
         parsed=reveal(reply.parsed),
         tool_arguments=reveal(reply.tool_arguments),
+        tool_calls=tuple(reveal(list(reply.tool_calls)) or ()),
     )
 
 
@@ -142,6 +143,8 @@ def for_the_log(
     )
     request = replace(request, messages=tuple(messages))
     reply = replace(reply, content=content, parsed=parsed, tool_arguments=tool_arguments)
+    if reply.tool_calls:  # a reasoning loop's turn: its calls' arguments as well
+        reply = replace(reply, tool_calls=tuple(protect(engine, run, list(reply.tool_calls))))
     return request, reply
 
 
@@ -187,9 +190,10 @@ def prompt_messages(
 
 def thought_step(
     engine: Engine, run: RunView, step: dict[str, Any], record: StepRecord
-) -> tuple[RunView, StepRecord, Completed | Failed | OverBudget]:
-    """A THOUGHT step: one model call under the entity's prompt, its answer screened. The
-    step's record as it goes on (its input the prompt), and the outcome."""
+) -> tuple[RunView, StepRecord, Completed | Failed | OverBudget | NeedsApproval]:
+    """A THOUGHT step: one model call under the entity's prompt (a REACT entity with tools:
+    the reasoning loop, runs/engine/react.py), its answer screened. The step's record as it
+    goes on (its input the prompt), and the outcome."""
     output_schema = run.definition["io_contract"]["output"]["schema"]
     data = engine._data(run)
     template = step.get("prompt_template") or (
@@ -203,27 +207,57 @@ def thought_step(
     run, messages = prompt_messages(engine, run, instruction)
     if isinstance(messages, Failed | OverBudget):
         return run, record, messages
+    judge_index = 1
+    if run.definition["logic_gate"]["reasoning_config"]["reasoning_mode"] == "REACT":
+        from runs.engine import react  # only a REACT entity's steps need it
+
+        if react.loops(run):
+            run, answer, judge_index = react.reasoning_loop(
+                engine, run, step, record, messages, schema
+            )
+            if isinstance(answer, Failed | OverBudget | NeedsApproval):
+                return run, record, answer
+            return _answered(engine, run, step, record, schema, answer, judge_index)
     request = model_request(
         engine, run, messages=messages, response_schema=schema, purpose="THOUGHT"
     )
     run, reply = call_model(engine, run, record, request)
     if isinstance(reply, Failed | OverBudget):
         return run, record, reply
+    return _answered(engine, run, step, record, schema, reply, judge_index)
+
+
+def _answered(
+    engine: Engine,
+    run: RunView,
+    step: dict[str, Any],
+    record: StepRecord,
+    schema: dict[str, Any] | None,
+    reply: ModelReply,
+    judge_index: int,
+) -> tuple[RunView, StepRecord, Completed | Failed | OverBudget]:
+    """The step's outcome from the model's answer: the JSON asked for, screened."""
     if schema is not None and not isinstance(reply.parsed, dict):
         return run, record, Failed("LLM_ERROR", "the model did not answer the JSON asked for")
     output = reply.parsed if schema is not None else {"text": reply.content}
-    run, screened = screened_output(engine, run, step, record, output)
+    run, screened = screened_output(engine, run, step, record, output, judge_index)
     if isinstance(screened, Failed | OverBudget):
         return run, record, screened
     return run, record, Completed(screened)
 
 
 def screened_output(
-    engine: Engine, run: RunView, step: dict[str, Any], record: StepRecord, output: dict[str, Any]
+    engine: Engine,
+    run: RunView,
+    step: dict[str, Any],
+    record: StepRecord,
+    output: dict[str, Any],
+    judge_index: int = 1,
 ) -> tuple[RunView, dict[str, Any] | Failed | OverBudget]:
     """The model's output through the entity's content filters (seed 000 §3.7.4): what
     they flag is redacted, or fails the step, as `on_flagged_output` says, and the
-    trace says which filters flagged what kind (never the flagged text)."""
+    trace says which filters flagged what kind (never the flagged text). The BIAS judge's
+    call is the step's model call `judge_index` (after a reasoning loop's turns)."""
     rails = run.definition["governance"]["safety_rails"]
     filters = set(rails.get("content_filters") or [])
     if not filters:
@@ -243,7 +277,7 @@ def screened_output(
         judge = engine.screening.bias_judge_request(
             text, provider=config["model_provider"], model=model_id(config)
         )
-        run, reply = call_model(engine, run, record, judge, 1)
+        run, reply = call_model(engine, run, record, judge, judge_index)
         if isinstance(reply, Failed | OverBudget):
             return run, reply
         try:

@@ -101,10 +101,14 @@ def invoke_tool(
     tool: dict[str, Any],
     approved: checkpoints.Approved,
     record: StepRecord,
+    index: int | None = None,
 ) -> tuple[RunView, Completed | Failed | OverBudget]:
     """The tool call with its idempotency key, recorded the moment it returns; a replay
-    reuses the recorded result."""
+    reuses the recorded result. `index`: the call's place among a step's several calls (a
+    reasoning loop's), in its key."""
     key = f"{run.id}:{record.key}:{record.iteration}:{record.attempt}"
+    if index is not None:
+        key = f"{key}:{index}"
     invocation = ToolInvocation(
         tool=tool,
         arguments=approved.arguments,

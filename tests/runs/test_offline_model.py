@@ -158,10 +158,80 @@ def test_it_calls_the_named_tool_with_arguments_valid_against_its_parameters(gat
     assert reply.raw["tool_calls"][0]["name"] == "parse_job_description"
 
 
-def test_with_tools_alone_it_calls_the_first(gateway):
+def test_offered_tools_to_choose_from_it_calls_those_that_fit_the_task(gateway):
+    # "Extract" is in the task and in the parser's description; nothing of the renderer's is.
     reply = gateway.complete(offline(tools=(RENDER_TOOL, PARSE_TOOL)))
-    assert reply.tool_name == "render_video"
+    assert [call["name"] for call in reply.tool_calls] == ["parse_job_description"]
+    assert reply.tool_name == "parse_job_description"
+    jsonschema.validate(reply.tool_arguments, PARSE_TOOL["parameters"])
+    assert reply.tool_calls == gateway.complete(offline(tools=(RENDER_TOOL, PARSE_TOOL))).tool_calls
+
+
+def test_when_no_tool_fits_the_task_it_calls_the_first(gateway):
+    reply = gateway.complete(offline(tools=(RENDER_TOOL,), tool_choice="auto"))
+    assert [call["name"] for call in reply.tool_calls] == ["render_video"]
     jsonschema.validate(reply.tool_arguments, RENDER_TOOL["parameters"])
+
+
+def test_it_calls_every_tool_that_fits_with_values_from_the_input(gateway):
+    lookup = {
+        "name": "lookup_company",
+        "description": "Look up a company's facts",
+        "parameters": {
+            "type": "object",
+            "properties": {"company": {"type": "string"}, "limit": {"type": "integer"}},
+            "required": ["company"],
+        },
+    }
+    messages = (
+        MESSAGES[0],
+        {
+            "role": "user",
+            "content": 'Extract the key facts of the company.\n\nInput:\n{"company": "Acme"}',
+        },
+    )
+    request = ModelRequest(
+        provider="local", model="offline", messages=messages, tools=(PARSE_TOOL, lookup)
+    )
+    reply = gateway.complete(request)
+    assert [call["name"] for call in reply.tool_calls] == [
+        "parse_job_description",
+        "lookup_company",
+    ]
+    assert reply.tool_calls[1]["arguments"]["company"] == "Acme"
+    assert len({call["id"] for call in reply.tool_calls}) == 2
+
+
+def test_once_a_tool_returned_it_answers_in_the_schema_saying_what_the_tools_returned(gateway):
+    first = gateway.complete(offline(tools=(PARSE_TOOL,), response_schema=EXTRACTION))
+    (call,) = first.tool_calls
+    conversation = (
+        *MESSAGES,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call["id"], "content": '{"title": "Senior engineer"}'},
+    )
+    request = ModelRequest(
+        provider="local",
+        model="offline",
+        messages=conversation,
+        tools=(PARSE_TOOL,),
+        response_schema=EXTRACTION,
+    )
+    reply = gateway.complete(request)
+    assert reply.tool_calls == () and reply.tool_name is None
+    jsonschema.validate(reply.parsed, EXTRACTION)
+    assert "Senior engineer" in reply.parsed["title"]
+    assert reply.prompt_tokens > first.prompt_tokens  # the tool turn counts in the prompt
 
 
 def test_with_tool_choice_none_it_answers_text(gateway):

@@ -27,6 +27,7 @@ from runs.engine.core import Engine, RunStore, RunView
 from runs.engine.memory_store import InMemoryRunStore
 from runs.gateway import LiteLLMGateway
 from runs.models import LLMCall, MemoryItem, Run, RunEvent, StepRun
+from runs.models import ToolCall as ToolCallModel
 from runs.services import run_cancel, run_grant_passes, run_start
 from runs.store import OrmRunStore
 from tests.factories import EntityFactory, UserFactory, grant, tool_definition
@@ -58,12 +59,25 @@ class Call:
     parsed: Any
 
 
+@dataclass(frozen=True)
+class ToolCallRow:
+    """A tool call as recorded: its tool, arguments as the log keeps them, whether it
+    succeeded (and why not), and its idempotency key."""
+
+    tool_id: str
+    arguments: Any
+    success: bool
+    error: str
+    key: str
+
+
 class World:
     """Entities, runs and a synchronous executor over one store; subclasses read the store."""
 
     lease_seconds: float
     clock: Any = None  # the engine's clock, when the store's time is not the real one
     handoff_s = 0.0  # the engine's handoff (runs/engine/core.py Engine.handoff_s)
+    max_tool_turns = 20  # the engine's turn cap of a reasoning loop (Engine.max_tool_turns)
 
     def __init__(self) -> None:
         self.queue: list[str] = []
@@ -88,6 +102,7 @@ class World:
             enqueue_later=lambda run_id, delay_s: self.later.append((run_id, delay_s)),
             screening=SafetyScreening(),
             handoff_s=self.handoff_s,
+            max_tool_turns=self.max_tool_turns,
         )
         if self.clock is not None:
             engine.clock = self.clock
@@ -140,6 +155,7 @@ class World:
     def model_calls(self, run_id: str) -> list[tuple[int, Decimal]]: ...
     def prompts(self, run_id: str) -> list[str]: ...
     def call_log(self, run_id: str) -> list[Call]: ...
+    def tool_calls(self, run_id: str) -> list[ToolCallRow]: ...
     def memory_contents(self) -> list[Any]: ...
     def expire_memory_of(self, run_id: str) -> None: ...
     def counters(self, run_id: str) -> tuple[Decimal, int, int]: ...
@@ -283,6 +299,13 @@ class MemoryWorld(World):
                 c.reply.parsed,
             )
             for c in self._calls(run_id)
+        ]
+
+    def tool_calls(self, run_id: str) -> list[ToolCallRow]:
+        return [
+            ToolCallRow(c.tool_id, c.arguments, c.success, c.error_message, c.idempotency_key)
+            for c in self.store._world.tool_calls.values()
+            if c.run_id == run_id
         ]
 
     def memory_contents(self) -> list[Any]:
@@ -444,6 +467,15 @@ class OrmWorld(World):
                 row.metadata.get("parsed"),
             )
             for row in LLMCall.objects.filter(run_id=run_id)
+        ]
+
+    def tool_calls(self, run_id: str) -> list[ToolCallRow]:
+        rows = ToolCallModel.objects.filter(run_id=run_id).order_by("timestamp", "pk")
+        return [
+            ToolCallRow(
+                r.tool_id, r.input_parameters, r.success, r.error_message, r.idempotency_key
+            )
+            for r in rows
         ]
 
     def memory_contents(self) -> list[Any]:
