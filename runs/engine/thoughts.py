@@ -7,7 +7,7 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from runs.engine import memory, summaries
+from runs.engine import memory, strategies, summaries
 from runs.engine import plan as plans
 from runs.engine.definition import ReasoningConfig
 from runs.engine.limits import NOTHING
@@ -218,10 +218,29 @@ def thought_step(
             if isinstance(answer, Failed | OverBudget | NeedsApproval):
                 return run, record, answer
             return _answered(engine, run, step, record, schema, answer, judge_index)
-    request = model_request(
-        engine, run, messages=messages, response_schema=schema, purpose="THOUGHT"
-    )
-    run, reply = call_model(engine, run, record, request)
+    strategy = strategies.strategy_of(run)
+    if strategy is not None:  # REFLECTION, TREE_OF_THOUGHTS: several calls of the step
+        first_run = run
+
+        def request_for(**kwargs: Any) -> ModelRequest:
+            return model_request(engine, first_run, **kwargs)
+
+        def call(
+            run: RunView, request: ModelRequest, index: int
+        ) -> tuple[RunView, ModelReply | Failed | OverBudget]:
+            return call_model(engine, run, record, request, index)
+
+    if strategy == "TREE_OF_THOUGHTS":
+        run, reply, judge_index = strategies.branch(run, messages, schema, request_for, call)
+    else:
+        request = model_request(
+            engine, run, messages=messages, response_schema=schema, purpose="THOUGHT"
+        )
+        run, reply = call_model(engine, run, record, request)
+        if strategy == "REFLECTION" and not isinstance(reply, Failed | OverBudget):
+            run, reply, judge_index = strategies.reflect(
+                run, messages, schema, reply, request_for, call
+            )
     if isinstance(reply, Failed | OverBudget):
         return run, record, reply
     return _answered(engine, run, step, record, schema, reply, judge_index)
