@@ -97,3 +97,20 @@ def test_the_demo_asks_a_person_before_it_posts_an_announcement(db):
     run.refresh_from_db()
     assert run.status == "COMPLETED", run.error_message
     assert RecordedRow.objects.get().data == message
+
+
+def test_the_demos_research_assistant_looks_things_up_before_it_answers(db):
+    from runs.models import LLMCall, ToolCall
+    from tests.support.queued_runs import Driver
+
+    call_command("setup_demo", stdout=StringIO())
+    demo = Workspace.objects.get(slug="demo")
+    assistant = Entity.objects.get(workspace=demo, name="research_assistant")
+    question = "What does the knowledge base say about hiring senior engineers, and the salary?"
+    run = Driver().run(assistant, {"question": question})
+
+    assert run.status == "COMPLETED", run.error_message
+    tools = list(ToolCall.objects.filter(run=run).values_list("tool_id", "success"))
+    assert sorted(tools) == [("knowledge_search", True), ("market_statistics", True)]
+    assert LLMCall.objects.filter(run=run).count() == 2  # it asked for them, then answered
+    assert run.output_data["answer"].startswith("The tools returned:")

@@ -22,6 +22,8 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FIXTURE = FIXTURES / "video_ad_process.json"
 # A small action that asks a person before it posts: try the approvals inbox with it.
 HITL_FIXTURE = FIXTURES / "hitl_demo.json"
+# An agent that looks things up with its tools, turn after turn (REACT), before it answers.
+RESEARCH_FIXTURE = FIXTURES / "research_demo.json"
 
 
 class Command(BaseCommand):
@@ -58,7 +60,8 @@ class Command(BaseCommand):
                 user.save()
             membership_grant(workspace=workspace, user=user, role="admin")
             results = entities_import(workspace=workspace, definitions=read_import_file(FIXTURE))
-            results += entities_import(
-                workspace=workspace, definitions=read_import_file(HITL_FIXTURE)
-            )
+            for fixture in (HITL_FIXTURE, RESEARCH_FIXTURE):
+                results += entities_import(
+                    workspace=workspace, definitions=read_import_file(fixture)
+                )
         return results, created
