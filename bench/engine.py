@@ -111,7 +111,36 @@ def governance(level: int, governed: bool) -> dict:
     return limits
 
 
-def bundle(shape: list[int], links: str, governed: bool = False) -> list[dict]:
+def react_tools(count: int) -> list[dict]:
+    """`count` copies of the lookup tool, each a tool of its own that the offline model,
+    told to look up with every lookup tool, calls in its reasoning loop's first turn."""
+    return [
+        {
+            **TOOL,
+            "tool_id": f"lookup_{i}",
+            "name": f"Lookup {i}",
+            "description": f"Lookup tool {i}: selects a field of a JSON value.",
+            "function_schema": {**TOOL["function_schema"], "name": f"lookup_{i}"},
+        }
+        for i in range(1, count + 1)
+    ]
+
+
+REACT_STEP = {
+    "step_id": "answer",
+    "order": 1,
+    "name": "Answer",
+    "type": "THOUGHT",
+    "target": {"prompt_template": "Lookup the value n with every lookup tool, then answer."},
+}
+
+
+def bundle(
+    shape: list[int], links: str, governed: bool = False, react: int = 0
+) -> list[dict]:
+    """The generated hierarchy; with `react` K, each leaf is a REACT entity with K tools
+    whose reasoning loop calls all K in its first turn, then answers (two model calls and K
+    tool calls a leaf) instead of a TOOL_CALL step."""
     definitions: list[dict] = []
 
     def make(level: int, path: str) -> str:
@@ -150,6 +179,11 @@ def bundle(shape: list[int], links: str, governed: bool = False) -> list[dict]:
                 },
             }
         )
+        if atomic and react:
+            leaf = definitions[-1]
+            leaf["capabilities"] = {"tools": react_tools(react)}
+            leaf["planning"]["static_plan"]["steps"] = [REACT_STEP]
+            leaf["logic_gate"] = {"reasoning_config": {"reasoning_mode": "REACT"}}
         return ref
 
     make(0, "0")
@@ -466,6 +500,14 @@ def main() -> None:
         "receiver in a process of its own (bench/otlp_sink.py); sync counts the export's "
         "CPU and time in the run's",
     )
+    parser.add_argument(
+        "--react",
+        type=int,
+        default=0,
+        metavar="K",
+        help="each leaf a REACT agent with K tools: its reasoning loop calls all K in one turn, "
+        "then answers (two model calls and K tool calls a leaf, instead of a TOOL_CALL step)",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--profile",
@@ -495,7 +537,8 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     sink = otlp_sink_start() if args.otlp else None
     workspace = Workspace.objects.create(name="bench", slug=f"bench-{uuid.uuid4().hex[:8]}")
-    entities_import(workspace=workspace, definitions=bundle(shape, args.links, args.governed))
+    definitions = bundle(shape, args.links, args.governed, args.react)
+    entities_import(workspace=workspace, definitions=definitions)
     root = Entity.objects.get(workspace=workspace, name="process0")
     nodes = Entity.objects.filter(workspace=workspace).count()
 
@@ -630,6 +673,7 @@ def report(
         "workers": args.workers,
         "links": args.links,
         "governed": args.governed,
+        "react_tools": args.react,
         "shape": args.shape,
         "status": run.status,
         "error": f"{run.error_code}: {run.error_message}" if run.status != "COMPLETED" else None,
