@@ -204,16 +204,37 @@ def run_review(
         run.iteration,
         attempt=run.attempt,
     )
+    run, result, record = reviewed(engine, run, output, record, "review")
+    if isinstance(result, LimitReached):  # a judge's call had no room
+        return limit_reached(engine, run, result), "stop"
+    if result.human_review or (not result.passed and mechanism["on_failure"] == "ESCALATE"):
+        record = record.waiting(result.detail)
+        events.add("review.escalated", detail=result.detail)
+        return review_to_person(engine, run, output, result, record, events), "stop"
+    if result.passed:
+        record = record.changed(status="COMPLETED")
+        events.add("review.passed", criteria=list(result.passed_criteria))
+        return engine._later(run, [record], Events()), "passed"
+    return review_failed(engine, run, result, record, events)
+
+
+def reviewed(
+    engine: Engine, run: RunView, output: Any, record: StepRecord, verdicts_at: str
+) -> tuple[RunView, review.ReviewResult | LimitReached, StepRecord]:
+    """The review mechanism's verdict on `output` (the run's output, or a step's result),
+    its judges' calls recorded under `record` and each judge's verdict kept under
+    `<verdicts_at>:<iteration>:<attempt>:<n>`; the record with the verdict as its output.
+    LimitReached when a judge's call had no room (the run as its last record wrote it)."""
     model = RecordingModel(engine, run, record)
     try:
         result = review.review(
             output,
-            mechanism,
+            run.definition["logic_gate"]["review_mechanism"],
             model=model,
             request_factory=lambda **kw: thoughts.model_request(engine, run, **kw),
         )
-    except LimitReached as limit:  # a judge's call had no room
-        return limit_reached(engine, model.run, limit), "stop"
+    except LimitReached as limit:
+        return model.run, limit, record
     run = model.run
     record = record.changed(
         output={
@@ -224,21 +245,9 @@ def run_review(
         }
     )
     for index, (criterion, judged) in enumerate(result.verdicts):
-        run = engine._record(
-            run,
-            JudgeVerdict(
-                f"review:{run.iteration}:{run.attempt}:{index}", {**judged, "criterion": criterion}
-            ),
-        )
-    if result.human_review or (not result.passed and mechanism["on_failure"] == "ESCALATE"):
-        record = record.waiting(result.detail)
-        events.add("review.escalated", detail=result.detail)
-        return review_to_person(engine, run, output, result, record, events), "stop"
-    if result.passed:
-        record = record.changed(status="COMPLETED")
-        events.add("review.passed", criteria=list(result.passed_criteria))
-        return engine._later(run, [record], Events()), "passed"
-    return review_failed(engine, run, result, record, events)
+        key = f"{verdicts_at}:{run.iteration}:{run.attempt}:{index}"
+        run = engine._record(run, JudgeVerdict(key, {**judged, "criterion": criterion}))
+    return run, result, record
 
 
 def review_failed(

@@ -31,12 +31,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from runs.engine import checkpoints, endings, hitl, retry, review, thoughts
+from runs.engine import checkpoints, endings, hitl, retry, review
 from runs.engine import plan as plans
 from runs.engine.definition import Definition
 from runs.engine.limits import LimitReached
 from runs.engine.outcomes import OverBudget, RetryAt
-from runs.engine.ports import VALIDATION_ERROR, JudgeVerdict, Save
+from runs.engine.ports import VALIDATION_ERROR, Save
 from runs.engine.state import REVIEW_RETRIES_KEY, Events, RunView, StepRecord
 from runs.engine.validators import schema_problems
 
@@ -99,29 +99,10 @@ def _review_one(
         attempt=run.attempt,
         started_at=engine.clock.now(),
     )
-    model = thoughts.RecordingModel(engine, run, record)
-    try:
-        result = review.review(
-            output,
-            mechanism,
-            model=model,
-            request_factory=lambda **kw: thoughts.model_request(engine, run, **kw),
-        )
-    except LimitReached as limit:  # a judge's call had no room: the step waits with the run
-        run = engine._later(model.run, steps, events)
-        return endings.limit_reached(engine, run, limit), STOP, output
-    run = model.run
-    record = record.changed(
-        output={
-            "passed": result.passed,
-            "detail": result.detail,
-            "judge": result.judge,
-            "passed_criteria": list(result.passed_criteria),
-        }
-    )
-    for index, (criterion, judged) in enumerate(result.verdicts):
-        key = f"review:{step['key']}:{run.iteration}:{run.attempt}:{index}"
-        run = engine._record(run, JudgeVerdict(key, {**judged, "criterion": criterion}))
+    run, result, record = endings.reviewed(engine, run, output, record, f"review:{step['key']}")
+    if isinstance(result, LimitReached):  # a judge's call had no room: the step waits
+        run = engine._later(run, steps, events)
+        return endings.limit_reached(engine, run, result), STOP, output
     if result.human_review or (not result.passed and mechanism["on_failure"] == "ESCALATE"):
         return _ask_person(engine, run, step, output, result, record, events, steps)
     if result.passed:

@@ -8,17 +8,22 @@ from entities.models import Entity, Workspace
 from tests.factories import EntityFactory, tool_definition
 
 
-def record_tool() -> dict:
-    """The built-in `record` tool: appends a row once per idempotency key."""
+def record_tool(table: str | None = None) -> dict:
+    """The built-in `record` tool: appends a row once per idempotency key (with `table`,
+    always to that table: what a model filling the arguments must name)."""
     return tool_definition(
         "save_row",
         implementation="record",
         permissions="WRITE",
         function_schema={
             "name": "save_row",
+            "description": "Save the row",
             "parameters": {
                 "type": "object",
-                "properties": {"table": {"type": "string"}, "data": {"type": "object"}},
+                "properties": {
+                    "table": {"type": "string"} if table is None else {"const": table},
+                    "data": {"type": "object"},
+                },
                 "required": ["table", "data"],
             },
         },

@@ -10,31 +10,14 @@ import pytest
 
 from runs.models import LLMCall, Run, ToolCall
 from runs.services import run_start
-from tests.factories import EntityFactory, tool_definition
+from tests.factories import EntityFactory
+from tests.reliability.hierarchies import record_tool
 from tests.reliability.processes import wait_for_the_end, wait_until
 from tools.models import RecordedRow
 
 pytestmark = pytest.mark.reliability
 
 SLOW_MS = "1500"  # each model call: the loop's second turn is in flight this long
-
-
-def save_tool() -> dict:
-    """The built-in `record` tool (a row once per idempotency key), its table fixed."""
-    return tool_definition(
-        "save_row",
-        implementation="record",
-        permissions="WRITE",
-        function_schema={
-            "name": "save_row",
-            "description": "Save the row",
-            "parameters": {
-                "type": "object",
-                "properties": {"table": {"const": "saved"}, "data": {"type": "object"}},
-                "required": ["table", "data"],
-            },
-        },
-    )
 
 
 def saving_agent(workspace):
@@ -44,7 +27,7 @@ def saving_agent(workspace):
         workspace=workspace,
         name="saver_agent",
         type="AGENT",
-        tools=[save_tool()],
+        tools=[record_tool("saved")],
         logic_gate={"reasoning_config": {"reasoning_mode": "REACT"}},
         planning={
             "static_plan": {
