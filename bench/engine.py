@@ -135,9 +135,7 @@ REACT_STEP = {
 }
 
 
-def bundle(
-    shape: list[int], links: str, governed: bool = False, react: int = 0
-) -> list[dict]:
+def bundle(shape: list[int], links: str, governed: bool = False, react: int = 0) -> list[dict]:
     """The generated hierarchy; with `react` K, each leaf is a REACT entity with K tools
     whose reasoning loop calls all K in its first turn, then answers (two model calls and K
     tool calls a leaf) instead of a TOOL_CALL step."""
