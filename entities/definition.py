@@ -780,11 +780,31 @@ def _step_target_problems(step: dict, path: str) -> list[Problem]:
         )
     if step["type"] == "TOOL_CALL" and not target["tool_id"]:
         problems.append(Problem(f"{path}.target.tool_id", "is required for a TOOL_CALL step"))
-    if step["type"] != "CHILD_ENTITY_INVOCATION" and target["entity_id"]:
+    if step["type"] == "DELEGATE":
+        if not target["entity_id"]:
+            problems.append(
+                Problem(
+                    f"{path}.target.entity_id",
+                    "is required for a DELEGATE step: the delegation template it hires from",
+                )
+            )
+        if not target.get("hire"):
+            problems.append(
+                Problem(f"{path}.target.hire", "is required for a DELEGATE step: its role and task")
+            )
+    elif target.get("hire"):
+        problems.append(
+            Problem(
+                f"{path}.target.hire",
+                f"is only used by DELEGATE steps; this step is {step['type']}",
+            )
+        )
+    if step["type"] not in ("CHILD_ENTITY_INVOCATION", "DELEGATE") and target["entity_id"]:
         problems.append(
             Problem(
                 f"{path}.target.entity_id",
-                f"is only used by CHILD_ENTITY_INVOCATION steps; this step is {step['type']}",
+                "is only used by CHILD_ENTITY_INVOCATION and DELEGATE steps; this step is "
+                f"{step['type']}",
             )
         )
     if step["type"] != "TOOL_CALL" and target["tool_id"]:
