@@ -355,19 +355,23 @@ def normalize(definition: Any) -> tuple[dict, list[Problem]]:
         value = definition.get(section)
         if value is None:
             value = {}
-        if not isinstance(value, dict):
+        whole = isinstance(value, dict)
+        if not whole:
             problems.append(
                 Problem(section, f"must be an object (a section), not {_json_type(value)}")
             )
-            continue
+            # Its defaults stand in, so the checks of the workspace that still run on a
+            # refused definition meet every section (they answer problems, not a 500).
+            value = {}
         value = copy.deepcopy(value)
         _normalize_seed_idioms(section, value)
         found = schema_problems(_section_validators()[section], value, (section,))
         if section == "capabilities":
             found += _tool_item_problems(value)
-        problems += found
+        if whole:
+            problems += found
         result[section] = value
-        if not found:
+        if whole and not found:
             valid_sections.add(section)
 
     problems += _semantic_problems(result, valid_sections)

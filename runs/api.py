@@ -231,10 +231,11 @@ class ChildRunSerializer(serializers.Serializer):
         "tree when the root run started."
     )
     status = serializers.CharField(help_text=STATUS_HELP)
-    role = serializers.CharField(allow_null=True, help_text=ROLE_HELP)
-    task = serializers.CharField(allow_null=True, help_text=TASK_HELP)
-    hired_reason = serializers.CharField(allow_null=True, help_text=REASON_HELP)
-    fired_reason = serializers.CharField(allow_null=True, help_text=FIRED_HELP)
+    # Only on a child hired at run time.
+    role = serializers.CharField(required=False, help_text=ROLE_HELP)
+    task = serializers.CharField(required=False, help_text=TASK_HELP)
+    hired_reason = serializers.CharField(required=False, help_text=REASON_HELP)
+    fired_reason = serializers.CharField(required=False, allow_null=True, help_text=FIRED_HELP)
 
 
 class AttentionReasonSerializer(serializers.Serializer):

@@ -86,7 +86,12 @@ def run_document(run: Run) -> dict:
                 "entity_id": c.entity.ref,
                 "entity_version": c.entity_version.version,
                 "status": c.status,
-                **_hire_of(c.role, c.task, c.hired_reason, c.fired_reason),
+                # A hired subordinate's hire; a designed child has the seed's keys only.
+                **(
+                    _hire_of(c.role, c.task, c.hired_reason, c.fired_reason)
+                    if c.hired_by_id
+                    else {}
+                ),
             }
             for c in children
         ],
