@@ -6,14 +6,20 @@ hire with a clear reason; a fired subordinate fails its hirer's step with FIRED.
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db import connection
 
+from runs import services
 from runs.engine import hiring
+from tests.factories import WorkspaceFactory
+from tests.marks import postgresql_only
 from tests.support.runs import io, step
-from tests.support.worlds import World
+from tests.support.worlds import OrmWorld, World
 
 
 @pytest.fixture
@@ -246,3 +252,63 @@ def test_firing_a_run_that_was_not_hired_is_refused(world):
     run = world.start("specialist", {"task": "x"})
     with pytest.raises(Exception, match="not hired"):
         world.fire(run, "no")
+
+
+ROUNDS = 3
+
+
+@pytest.mark.django_db(transaction=True)
+@postgresql_only(
+    "SQLite lets one writer in at a time, so there is no race to test; it runs on "
+    "PostgreSQL (DATABASE_URL)"
+)
+def test_two_workers_hiring_at_once_never_overshoot_the_budget(monkeypatch):
+    """The ORM store with two workers in two threads: two hirers under one budget of $1
+    each hire for $0.6 at the same moment; one hire is made, the other is refused, and
+    what is set aside never passes the budget."""
+    # The test's threads are the only workers: starts are not handed to the executor.
+    monkeypatch.setattr(services, "enqueue", lambda run_id: None)
+    world = OrmWorld(WorkspaceFactory(slug="race"))
+    specialist(world)
+    for name in ("left", "right"):
+        world.add(
+            name,
+            "AGENT",
+            capabilities={"delegation": {"enabled": True, "templates": ["specialist"]}},
+            planning={
+                "static_plan": {"enabled": True, "steps": [hire_step(1, f"{name} hand", "Go", 0.6)]}
+            },
+        )
+    world.add(
+        "root",
+        "AGENT",
+        max_cost=1.0,
+        children=[
+            {"child_id": "left", "relationship": "PARALLEL"},
+            {"child_id": "right", "relationship": "PARALLEL"},
+        ],
+    )
+    for _ in range(ROUNDS):
+        root = world.start("root", {})
+        world.advance(world.queue.pop(0))
+        hirers = world.children(root)
+        for hirer in hirers:
+            world.queue.remove(hirer)
+        barrier = threading.Barrier(len(hirers))
+
+        def advance(hirer: str, start: threading.Barrier = barrier) -> None:
+            try:
+                start.wait()
+                world.engine().advance(hirer)
+            finally:
+                connection.close()
+
+        with ThreadPoolExecutor(len(hirers)) as pool:
+            list(pool.map(advance, hirers))
+
+        hired = [c for h in hirers for c in world.children(h)]
+        assert len(hired) == 1
+        assert world.budget(root)[1] == Decimal("0.6")
+        assert sorted(world.error(h)[0] for h in hirers) == ["", "BUDGET_EXHAUSTED"]
+        world.advance_all()
+        assert world.budget(root)[1] == 0
