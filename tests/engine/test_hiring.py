@@ -312,3 +312,48 @@ def test_two_workers_hiring_at_once_never_overshoot_the_budget(monkeypatch):
         assert sorted(world.error(h)[0] for h in hirers) == ["", "BUDGET_EXHAUSTED"]
         world.advance_all()
         assert world.budget(root)[1] == 0
+
+
+def spawn_checked(world: World) -> str:
+    specialist(world)
+    return coordinator(
+        world,
+        hire_step(1, "Analyst", "Count the widgets", 0.2),
+        governance={
+            "cost_controls": {"max_cost_usd": 1.0},
+            "human_oversight": {"hitl_checkpoints": [{"trigger": "SUBAGENT_SPAWN"}]},
+        },
+    )
+
+
+def test_a_subagent_spawn_checkpoint_asks_a_person_before_the_hire(world):
+    spawn_checked(world)
+    run = world.run("coordinator", {})
+
+    assert world.status(run) == "PAUSED"
+    assert world.children(run) == []  # nobody is hired before a person says so
+    (asked,) = world.approvals(run)
+    assert (asked["trigger"], asked["status"], asked["subject"]) == (
+        "SUBAGENT_SPAWN",
+        "PENDING",
+        "hire",
+    )
+
+    world.decide(run, "approve")
+    world.advance_all()
+    assert world.status(run) == "COMPLETED", world.error(run)
+    (child,) = world.children(run)
+    assert world.hire_record(child)["role"] == "Analyst"
+
+
+def test_a_hire_a_person_rejects_is_not_made(world):
+    spawn_checked(world)
+    run = world.run("coordinator", {})
+
+    world.decide(run, "reject", notes="too dear")
+    world.advance_all()
+    assert world.status(run) == "FAILED"
+    code, message = world.error(run)
+    assert code == "REJECTED"
+    assert "too dear" in message
+    assert world.children(run) == []
