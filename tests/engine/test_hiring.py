@@ -357,3 +357,28 @@ def test_a_hire_a_person_rejects_is_not_made(world):
     assert code == "REJECTED"
     assert "too dear" in message
     assert world.children(run) == []
+
+
+def test_a_person_may_edit_a_plan_that_hires_and_the_hire_keeps_its_record(world):
+    specialist(world)
+    optional = hire_step(1, "Analyst", "Count the widgets", 0.2)
+    optional["required"] = False
+    coordinator(
+        world,
+        optional,
+        hire_step(2, "Editor", "Tidy the count", 0.2),
+        governance={
+            "cost_controls": {"max_cost_usd": 1.0},
+            "human_oversight": {"hitl_checkpoints": [{"trigger": "AFTER_PLANNING"}]},
+        },
+    )
+    run = world.run("coordinator", {})
+    assert world.status(run) == "PAUSED"
+    (asked,) = world.approvals(run)
+
+    world.decide(run, "edit", payload=[asked["payload"][1]])  # the editor only
+    world.advance_all()
+
+    assert world.status(run) == "COMPLETED", world.error(run)
+    (child,) = world.children(run)
+    assert world.hire_record(child)["role"] == "Editor"
