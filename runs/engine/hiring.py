@@ -152,7 +152,8 @@ def template_ref(definition: Mapping[str, Any], template: str, names: Mapping[st
     """The delegation template `template` names (by reference or by entity name; `names`:
     the entity name of each reference the store resolved); "" when it is none of them."""
     named = names.get(template, template)  # a reference the store resolved: its name
-    for ref in delegation(definition)["templates"]:
+    refs: list[str] = delegation(definition)["templates"]
+    for ref in refs:
         if template == ref or named in (ref, names.get(ref)):
             return ref
     return ""

@@ -234,12 +234,15 @@ def plan_rules(definition: Definition, plan: list[dict[str, Any]]) -> dict[str, 
         "required": [step["key"] for step in plan if step.get("required")],
         # The delegation templates a DELEGATE step may hire from (runs/engine/hiring.py);
         # the hire's own limits are checked when it is made.
-        "templates": sorted(
-            str(ref)
-            for ref in ((definition["capabilities"].get("delegation") or {}).get("templates") or [])
-            if (definition["capabilities"].get("delegation") or {}).get("enabled")
-        ),
+        "templates": _templates(definition),
     }
+
+
+def _templates(definition: Definition) -> list[str]:
+    delegation: Any = definition["capabilities"].get("delegation") or {}
+    if not delegation.get("enabled"):
+        return []
+    return sorted(str(ref) for ref in delegation.get("templates") or [])
 
 
 def edited_plan_problems(payload: Any, rules: dict[str, Any] | None) -> dict[str, str]:
