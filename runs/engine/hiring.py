@@ -32,9 +32,12 @@ as a child that does not fit does (the entity's on_budget_exhausted).
 
 Entry point for the tool loop's built-in `delegate` tool: `hire(engine, run, step_key,
 HireRequest(...))` starts one subordinate the same way and answers the store's outcome
-(WaitingOnChildren: the run is persisted WAITING, its children joined by `children.join` as
-a child step's; Failed; OverBudget). The caller owns the step named `step_key`, which must be
-a step of the run's plan whose type is `DELEGATE` (`delegate_step` makes one).
+(WaitingOnChildren: the run is persisted WAITING, its child joined by `children.join` as a
+child step's; Failed; OverBudget). The step named `step_key` must be a `DELEGATE` step of
+the run's plan at its cursor (`delegate_step` makes one): `children.join` reads the group at
+the cursor. A hire from inside a THOUGHT step's turn therefore needs the loop to put the
+DELEGATE step in the plan at the cursor and resume its turn with the step's result; that
+part belongs to the loop (runs/engine/thoughts.py) and is not built here.
 
 Firing: runs/services.py `run_fire` (an operator, the API, a FIRE step) cancels the
 subordinate with its descendants (`run_cancel`) and records why; the hirer's step then fails
@@ -248,11 +251,16 @@ def hired_fields(hire: Hire | None, hirer_id: str) -> dict[str, Any]:
 def hire(
     engine: Engine, run: RunView, step_key: str, request: HireRequest
 ) -> tuple[RunView, WaitingOnChildren | Failed | OverBudget | None]:
-    """Hire one subordinate for the DELEGATE step `step_key` of the run's plan (the tool
-    loop's `delegate` tool): the run is persisted WAITING on it, its output the step's
-    result once `children.join` collects it. Failed: refused (the run has ended);
-    OverBudget: no room for its budget (nothing was written)."""
+    """Hire one subordinate for the DELEGATE step `step_key` of the run's plan, which must
+    be the step at the run's cursor (the tool loop's `delegate` tool puts one there, made
+    with `delegate_step`, and its turn goes on with the step's result): the run is
+    persisted WAITING on it, its output the step's result once `children.join` collects
+    it, as for a step of a static plan. `request` must be the step's hire (`request_of`).
+    Failed: refused (the run has ended); OverBudget: no room for its budget (nothing was
+    written)."""
     from runs.engine import children
 
     position = next(i for i, s in enumerate(run.planned()) if s["key"] == step_key)
+    if position != run.cursor or request_of(run.planned()[position]) != request:
+        raise ValueError(f"step {step_key!r} is not the DELEGATE step of this hire at the cursor")
     return children.start_children(engine, run, [position])
