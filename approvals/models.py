@@ -44,6 +44,7 @@ class Trigger(models.TextChoices):
     REVIEW_ESCALATE = "REVIEW_ESCALATE", "Review asks a person"
     ACTION_RESTRICTION = "ACTION_RESTRICTION", "Action restriction"
     TOOL_GRANT = "TOOL_GRANT", "EXECUTE tool without a grant"
+    SUBAGENT_SPAWN = "SUBAGENT_SPAWN", "Hiring a subordinate"
 
 
 class Decision(models.TextChoices):

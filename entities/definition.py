@@ -355,19 +355,23 @@ def normalize(definition: Any) -> tuple[dict, list[Problem]]:
         value = definition.get(section)
         if value is None:
             value = {}
-        if not isinstance(value, dict):
+        whole = isinstance(value, dict)
+        if not whole:
             problems.append(
                 Problem(section, f"must be an object (a section), not {_json_type(value)}")
             )
-            continue
+            # Its defaults stand in, so the checks of the workspace that still run on a
+            # refused definition meet every section (they answer problems, not a 500).
+            value = {}
         value = copy.deepcopy(value)
         _normalize_seed_idioms(section, value)
         found = schema_problems(_section_validators()[section], value, (section,))
         if section == "capabilities":
             found += _tool_item_problems(value)
-        problems += found
+        if whole:
+            problems += found
         result[section] = value
-        if not found:
+        if whole and not found:
             valid_sections.add(section)
 
     problems += _semantic_problems(result, valid_sections)
@@ -780,11 +784,31 @@ def _step_target_problems(step: dict, path: str) -> list[Problem]:
         )
     if step["type"] == "TOOL_CALL" and not target["tool_id"]:
         problems.append(Problem(f"{path}.target.tool_id", "is required for a TOOL_CALL step"))
-    if step["type"] != "CHILD_ENTITY_INVOCATION" and target["entity_id"]:
+    if step["type"] == "DELEGATE":
+        if not target["entity_id"]:
+            problems.append(
+                Problem(
+                    f"{path}.target.entity_id",
+                    "is required for a DELEGATE step: the delegation template it hires from",
+                )
+            )
+        if not target.get("hire"):
+            problems.append(
+                Problem(f"{path}.target.hire", "is required for a DELEGATE step: its role and task")
+            )
+    elif target.get("hire"):
+        problems.append(
+            Problem(
+                f"{path}.target.hire",
+                f"is only used by DELEGATE steps; this step is {step['type']}",
+            )
+        )
+    if step["type"] not in ("CHILD_ENTITY_INVOCATION", "DELEGATE") and target["entity_id"]:
         problems.append(
             Problem(
                 f"{path}.target.entity_id",
-                f"is only used by CHILD_ENTITY_INVOCATION steps; this step is {step['type']}",
+                "is only used by CHILD_ENTITY_INVOCATION and DELEGATE steps; this step is "
+                f"{step['type']}",
             )
         )
     if step["type"] != "TOOL_CALL" and target["tool_id"]:

@@ -112,6 +112,8 @@ def _planning_of(entity: Entity) -> dict:
                 "entity_id": step.target_entity.ref if step.target_entity else None,
                 "tool_id": step.target_tool_id or None,
                 "prompt_template": step.prompt_template or None,
+                # A DELEGATE step's hire; absent for every other step.
+                **({"hire": copy.deepcopy(step.hire)} if step.hire else {}),
             },
             "required": step.required,
             "exit_conditions": step.exit_conditions,

@@ -109,6 +109,7 @@ class StepType(models.TextChoices):
     ACTION = "ACTION"
     TOOL_CALL = "TOOL_CALL"
     CHILD_ENTITY_INVOCATION = "CHILD_ENTITY_INVOCATION"
+    DELEGATE = "DELEGATE"  # hires a subordinate at run time (runs/engine/hiring.py)
 
 
 # The JSON sections of seed 000's `hierarchical_entities` table, in the seed's order. Each is
@@ -258,6 +259,8 @@ class PlanStep(models.Model):
     required = models.BooleanField(default=True)
     exit_conditions = models.JSONField(default=list, blank=True)
     input_mapping = models.JSONField(default=dict, blank=True)
+    # A DELEGATE step's hire: role, task, budget_usd, reason (runs/engine/hiring.py).
+    hire = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["order", "id"]

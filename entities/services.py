@@ -400,6 +400,7 @@ def _relations_written(
             required=step["required"],
             exit_conditions=step["exit_conditions"],
             input_mapping=step["input_mapping"],
+            hire=step["target"].get("hire"),
         )
         for step, target_key in zip(
             item.definition["planning"]["static_plan"]["steps"],

@@ -408,6 +408,7 @@ def _resolve(catalog: Catalog, draft: Draft, bundle_tools: set[str]) -> list[Pro
         *_resolve_children(catalog, draft),
         *_tool_reference_problems(catalog, draft, bundle_tools),
         *_resolve_step_targets(catalog, draft),
+        *_template_problems(catalog, draft),
         *_state_contract_problems(catalog, draft),
     ]
 
@@ -418,6 +419,63 @@ def _reads_from(definition: dict) -> Any:
     contract = definition.get("io_contract")
     state = contract.get("state_contract") if isinstance(contract, dict) else None
     return state.get("reads_from") if isinstance(state, dict) else None
+
+
+def _template_problems(catalog: Catalog, draft: Draft) -> list[Problem]:
+    """capabilities.delegation's templates (runs/engine/hiring.py): entities of the workspace
+    that the hierarchy's type rule lets this entity have as children, since a hire runs as
+    its child; and a static DELEGATE step hires from one of them, with delegation enabled."""
+    problems: list[Problem] = []
+    label = draft.label
+    delegation = draft.definition["capabilities"].get("delegation") or {}
+    node = catalog.nodes[draft.key]
+    templates: set[str] = set()
+    for index, ref in enumerate(delegation.get("templates") or []):
+        path = join_path("capabilities", "delegation", "templates", index)
+        template = catalog.resolve(ref)
+        if template is None:
+            problems.append(
+                Problem(path, f"there is no entity {ref!r} in this workspace to hire from", label)
+            )
+            continue
+        if template == draft.key:
+            problems.append(Problem(path, "an entity cannot hire itself", label))
+            continue
+        templates.add(template)
+        t = catalog.nodes[template]
+        refused = type_rule_problem(node.name, node.type, t.name, t.type)
+        if refused:
+            problems.append(Problem(path, f"as a hire: {refused}", label))
+    if delegation.get("enabled") and not delegation.get("templates"):
+        problems.append(
+            Problem(
+                join_path("capabilities", "delegation", "templates"),
+                "delegation is enabled: name at least one template to hire from",
+                label,
+            )
+        )
+    for index, step in enumerate(draft.definition["planning"]["static_plan"]["steps"]):
+        if step["type"] != "DELEGATE":
+            continue
+        path = join_path("planning", "static_plan", "steps", index, "target", "entity_id")
+        if not delegation.get("enabled"):
+            problems.append(
+                Problem(
+                    path,
+                    "a DELEGATE step hires: enable capabilities.delegation first",
+                    label,
+                )
+            )
+        elif catalog.resolve(step["target"].get("entity_id")) not in templates:
+            problems.append(
+                Problem(
+                    path,
+                    f"{step['target'].get('entity_id')!r} is not one of "
+                    "capabilities.delegation.templates",
+                    label,
+                )
+            )
+    return problems
 
 
 def _declared(reads: Any) -> tuple[str, ...] | None:
@@ -573,7 +631,9 @@ def _resolve_step_targets(catalog: Catalog, draft: Draft) -> list[Problem]:
         target = step["target"]
         path = join_path("planning", "static_plan", "steps", index, "target")
         resolved = None
-        if target.get("entity_id"):
+        if step["type"] == "DELEGATE":  # its template: _template_problems
+            resolved = catalog.resolve(target.get("entity_id"))
+        elif target.get("entity_id"):
             resolved = catalog.resolve(target["entity_id"])
             if resolved is None:
                 problems.append(

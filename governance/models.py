@@ -84,6 +84,8 @@ class AuditAction(models.TextChoices):
     RUN_CANCELLED = "run.cancelled"
     RUN_BUDGET_RAISED = "run.budget_raised"
     RUN_PASSES_GRANTED = "run.passes_granted"
+    RUN_HIRED = "run.hired"  # a hirer started a subordinate (runs/engine/hiring.py)
+    RUN_FIRED = "run.fired"  # a subordinate was fired, with the reason
     APPROVAL_DECIDED = "approval.decided"
     MEMBERSHIP_GRANTED = "membership.granted"
     MEMBERSHIP_REVOKED = "membership.revoked"

@@ -48,9 +48,11 @@ from governance.permissions import ADMINISTER, has_perm
 from runs.models import TERMINAL, Run, RunStatus
 from runs.selectors import run_document, run_duration_estimate, run_get, run_list, trace_tree
 from runs.services import (
+    FIRE_REASON_MAX,
     MOST_PASSES_GRANTED,
     run_cancel,
     run_execute,
+    run_fire,
     run_grant_passes,
     run_raise_budget,
     run_rerun,
@@ -214,6 +216,13 @@ class RunMetricsSerializer(serializers.Serializer):
     tool_calls = serializers.IntegerField()
 
 
+# A subordinate hired at run time (runs/engine/hiring.py); null for a designed child.
+ROLE_HELP = "A hired subordinate's role, as its hirer gave it; null for a designed run."
+TASK_HELP = "A hired subordinate's task, as its hirer gave it; null for a designed run."
+REASON_HELP = "Why its hirer hired it; null for a designed run."
+FIRED_HELP = "Why it was fired (POST /runs/{id}/fire); null unless it was."
+
+
 class ChildRunSerializer(serializers.Serializer):
     run_id = serializers.UUIDField()
     entity_id = serializers.CharField()
@@ -222,6 +231,11 @@ class ChildRunSerializer(serializers.Serializer):
         "tree when the root run started."
     )
     status = serializers.CharField(help_text=STATUS_HELP)
+    # Only on a child hired at run time.
+    role = serializers.CharField(required=False, help_text=ROLE_HELP)
+    task = serializers.CharField(required=False, help_text=TASK_HELP)
+    hired_reason = serializers.CharField(required=False, help_text=REASON_HELP)
+    fired_reason = serializers.CharField(required=False, allow_null=True, help_text=FIRED_HELP)
 
 
 class AttentionReasonSerializer(serializers.Serializer):
@@ -319,6 +333,10 @@ class TraceNodeSerializer(serializers.Serializer):
     tokens = serializers.IntegerField()
     tool_calls = ToolCallNodeSerializer(many=True)
     llm_calls = LLMCallNodeSerializer(many=True)
+    role = serializers.CharField(allow_null=True, help_text=ROLE_HELP)
+    task = serializers.CharField(allow_null=True, help_text=TASK_HELP)
+    hired_reason = serializers.CharField(allow_null=True, help_text=REASON_HELP)
+    fired_reason = serializers.CharField(allow_null=True, help_text=FIRED_HELP)
 
 
 class TraceTreeSerializer(serializers.Serializer):
@@ -382,6 +400,25 @@ class CancelAnswerSerializer(serializers.Serializer):
         help_text=STATUS_HELP + " As it is now; CANCELLED once the engine stops it."
     )
     cancel_requested = serializers.BooleanField()
+    runs = serializers.IntegerField(help_text="How many runs (it and its descendants) stop.")
+
+
+class FireRequestSerializer(StrictSerializer):
+    reason = serializers.CharField(
+        min_length=1,
+        max_length=FIRE_REASON_MAX,
+        help_text="Why the subordinate is fired: recorded on it, audited, and the error of "
+        "its hirer's step.",
+    )
+
+
+class FireAnswerSerializer(serializers.Serializer):
+    run_id = serializers.UUIDField()
+    status = serializers.CharField(
+        help_text=STATUS_HELP + " As it is now; CANCELLED once the engine stops it."
+    )
+    fired_reason = serializers.CharField()
+    fired_by = serializers.CharField()
     runs = serializers.IntegerField(help_text="How many runs (it and its descendants) stop.")
 
 
@@ -616,6 +653,34 @@ class RunCancel(APIView):
         return Response(answer, status=status.HTTP_202_ACCEPTED)
 
 
+class RunFire(APIView):
+    @extend_schema(
+        tags=["runs"],
+        summary="Fire a hired subordinate",
+        description="Fires a subordinate its hirer hired at run time (a DELEGATE step): it is "
+        "cancelled with its descendants, the firing recorded on it (fired_reason, fired_by) "
+        "and audited, and its hirer's step fails with FIRED and the reason (its ON_FAILURE "
+        "checkpoint applies). A run that was not hired, or has ended, is a 409 CONFLICT. "
+        "Needs the operator role.",
+        request=FireRequestSerializer,
+        responses={202: FireAnswerSerializer, **error_responses(400, 403, 404, 409)},
+    )
+    def post(self, request: Request, pk: Any) -> Response:
+        run = run_get(user=request.user, pk=pk)
+        body = FireRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        asked = run_fire(run=run, reason=body.validated_data["reason"], user=request.user)
+        run.refresh_from_db(fields=["status", "fired_reason", "fired_by"])
+        answer = {
+            "run_id": str(run.pk),
+            "status": run.status,
+            "fired_reason": run.fired_reason,
+            "fired_by": run.fired_by,
+            "runs": asked,
+        }
+        return Response(answer, status=status.HTTP_202_ACCEPTED)
+
+
 class RunPasses(APIView):
     @extend_schema(
         tags=["runs"],
@@ -741,6 +806,7 @@ urlpatterns = [
     path("runs/<uuid:pk>", RunDetail.as_view(), name="run-detail"),
     path("runs/<uuid:pk>/trace", RunTrace.as_view(), name="run-trace"),
     path("runs/<uuid:pk>/cancel", RunCancel.as_view(), name="run-cancel"),
+    path("runs/<uuid:pk>/fire", RunFire.as_view(), name="run-fire"),
     path("runs/<uuid:pk>/rerun", RunRerun.as_view(), name="run-rerun"),
     path("runs/<uuid:pk>/passes", RunPasses.as_view(), name="run-passes"),
     path("runs/<uuid:pk>/raise-budget", RunRaiseBudget.as_view(), name="run-raise-budget"),

@@ -146,6 +146,22 @@ class Run(models.Model):
     # claim reads it with the rest of the run, so a run without one costs no extra query when
     # it ends; a database default, so the engine's own inserts of child runs leave it out.
     webhook_url = models.CharField(max_length=2048, blank=True, default="", db_default="")
+    # A subordinate hired at run time (runs/engine/hiring.py): the role and task its hirer
+    # gave it and why; `hired_by` is the hirer (its parent). Null for every other run.
+    role = models.CharField(max_length=200, null=True, blank=True)
+    task = models.TextField(null=True, blank=True)
+    hired_reason = models.TextField(null=True, blank=True)
+    hired_by = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="hires",
+        db_index=False,
+    )
+    # A fired subordinate: why, and who fired it ("hirer", "limit", "operator <username>").
+    fired_reason = models.TextField(null=True, blank=True)
+    fired_by = models.CharField(max_length=200, null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -86,11 +86,22 @@ def run_document(run: Run) -> dict:
                 "entity_id": c.entity.ref,
                 "entity_version": c.entity_version.version,
                 "status": c.status,
+                # A hired subordinate's hire; a designed child has the seed's keys only.
+                **(
+                    _hire_of(c.role, c.task, c.hired_reason, c.fired_reason)
+                    if c.hired_by_id
+                    else {}
+                ),
             }
             for c in children
         ],
         "needs_attention": attention_json(run),
     }
+
+
+def _hire_of(role: Any, task: Any, reason: Any, fired: Any) -> dict[str, Any]:
+    """A run's hire (runs/engine/hiring.py): null for a run its entity's design started."""
+    return {"role": role, "task": task, "hired_reason": reason, "fired_reason": fired}
 
 
 def trace_tree(run: Run) -> dict:
@@ -112,13 +123,30 @@ def trace_tree(run: Run) -> dict:
             "entity__name",
             "entity__type",
             "entity_version__version",
+            "role",
+            "task",
+            "hired_reason",
+            "fired_reason",
         )
     )
     tools = _trace_tool_calls(run.trace_id)
     models = _trace_model_calls(run.trace_id)
     nodes: dict[Any, dict] = {}
     children: dict[Any, list[dict]] = defaultdict(list)
-    for pk, parent_id, status, started, completed, code, cost, tokens, name, kind, version in rows:
+    for (
+        pk,
+        parent_id,
+        status,
+        started,
+        completed,
+        code,
+        cost,
+        tokens,
+        name,
+        kind,
+        version,
+        *hire,
+    ) in rows:
         tree = {
             "node": {
                 "run_id": str(pk),
@@ -133,6 +161,7 @@ def trace_tree(run: Run) -> dict:
                 "tokens": tokens,
                 "tool_calls": tools.get(pk, []),
                 "llm_calls": models.get(pk, []),
+                **_hire_of(*hire),
             },
             "children": children[pk],
         }

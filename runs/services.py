@@ -388,6 +388,52 @@ def run_cancel(*, run: Run, user: Any = None) -> int:
     return Run.objects.filter(pk__in=asked, cancel_requested=True).count()
 
 
+FIRE_REASON_MAX = 1000
+
+
+def run_fire(*, run: Run, reason: str, user: Any = None, by: str = "") -> int:
+    """Fire a subordinate hired at run time (runs/engine/hiring.py): record why and who
+    (`by`: "hirer", "limit"; an operator's name when `user` fires it), audit it, and cancel
+    it with its descendants (`run_cancel`). Its hirer's step then fails with FIRED and the
+    reason. RunRefused CONFLICT for a run that was not hired or has ended."""
+    _refuse_unless_operator(user, run.workspace, "fire subordinates")
+    reason = " ".join(str(reason or "").split())[:FIRE_REASON_MAX]
+    if not reason:
+        raise RunRefused("VALIDATION_ERROR", "say why the subordinate is fired (a reason)")
+    who = by or (f"operator {user.get_username()}" if user is not None else "system")
+    with transaction.atomic():
+        row = (
+            Run.objects.select_for_update()
+            .filter(pk=run.pk)
+            .values("status", "hired_by_id", "fired_reason")
+            .first()
+        )
+        if row is None or row["hired_by_id"] is None:
+            raise RunRefused("CONFLICT", "the run was not hired at run time; cancel it instead")
+        if row["status"] not in [*ACTIVE, RunStatus.BLOCKED] or row["fired_reason"]:
+            raise RunRefused(
+                "CONFLICT",
+                f"the run is {str(row['status']).lower()} already; only a subordinate that "
+                "has not ended can be fired",
+            )
+        Run.objects.filter(pk=run.pk).update(fired_reason=reason, fired_by=who)
+        audit_record(
+            workspace=run.workspace_id,
+            action=AuditAction.RUN_FIRED,
+            actor=user,
+            target=run,
+            object_label=run.role or run.entity.name,
+            after={"reason": reason, "by": who, "hired_by": str(row["hired_by_id"])},
+        )
+        run_note(
+            run_id=run.pk,
+            trace_id=run.trace_id,
+            event="run.fired",
+            payload={"reason": reason, "by": who},
+        )
+    return run_cancel(run=run, user=user)
+
+
 def run_raise_budget(*, run: Run, budget_usd: Any, user: Any = None) -> list[str]:
     """Raise the budget (max_cost_usd) of a run that has one of its own, and resume the runs
     that wait BLOCKED on it (budget_exhausted): each re-runs the step it stopped at. Answers

@@ -28,6 +28,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from entities.models import Entity, EntityVersion
+from governance.audit import audit_record
+from governance.models import AuditAction
 from governance.safety import SafetyScreening
 from governance.vault import PiiCipher
 from runs import sql
@@ -51,6 +53,8 @@ from runs.engine.core import (
     no_room_for_children,
     run_limits,
 )
+from runs.engine.hiring import hired_fields
+from runs.engine.limits import hired_limits
 from runs.engine.limits import lifetime_left as core_lifetime_left
 from runs.engine.observability import child_export_trace, events_kept
 from runs.engine.pii_copies import PiiCopies
@@ -910,12 +914,16 @@ class OrmRunStore(DispatchingStore):
                 if left <= 0:
                     raise lifetime_used(entity.name, limit)
             limits = run_limits(child, str(child_id), run.budget_anchor, left)
+            hire = request.hire
+            if hire is not None:  # its hirer's budget for it (runs/engine/hiring.py)
+                limits = hired_limits(limits, hire.budget_usd, str(child_id))
             limits["limited"] = limits["limited"] or run.limited
             if limits["budget_usd"] is not None and run.budget_anchor is not None:
                 reserve += limits["budget_usd"]
             rows.append(
                 {
                     **limits,
+                    **hired_fields(hire, run.id),
                     "deadline_at": run.deadline,
                     "id": child_id,
                     "workspace": run.workspace_id,
@@ -985,6 +993,22 @@ class OrmRunStore(DispatchingStore):
             self._unwritten = _Unwritten(run_id=str(rows[0]["id"]), row=new[0], parent=run)
         else:
             sql.insert(Run, new)
+        for row in rows:  # each hire is audited with its run (runs/engine/hiring.py)
+            if row.get("hired_by") is not None:
+                audit_record(
+                    workspace=run.workspace_id,
+                    action=AuditAction.RUN_HIRED,
+                    object_type="run",
+                    object_id=row["id"],
+                    object_label=str(row["role"])[:200],
+                    after={
+                        "hired_by": run.id,
+                        "role": row["role"],
+                        "task": row["task"],
+                        "reason": row["hired_reason"],
+                        "budget_usd": row["budget_usd"],
+                    },
+                )
         self._write_steps(run, steps)
         return written.changed(released=True)
 
@@ -1062,6 +1086,7 @@ class OrmRunStore(DispatchingStore):
                 error_code=row["error_code"],
                 error_message=row["error_message"],
                 entity_name=entity_name,
+                fired_reason=row["fired_reason"],
             )
             for row, (entity_name,) in rows
         ]
@@ -1075,6 +1100,7 @@ class OrmRunStore(DispatchingStore):
             and self._deferred is None
             and self._held_spawn is None  # its own start first: this end goes in with it
             and run.spawn_group.endswith("/1")
+            and run.status != RunStatus.CANCELLED  # its row may say it was fired: read it
             and not run.limited
             and run.budget_anchor is None
         ):
@@ -1133,7 +1159,9 @@ class OrmRunStore(DispatchingStore):
         row = claimed.value() if claimed is not None else None
         if row is not None:
             self._taken[run.parent_id] = self._view(row)
-            if only_child:  # the parent's join needs no query for what is known here
+            # The parent's join needs no query for what is known here (a cancelled child's
+            # row may say it was fired: read then).
+            if only_child and run.status != RunStatus.CANCELLED:
                 self._outcomes[(run.parent_id, run.parent_step_key)] = self._outcome(run)
         return written, run.parent_id
 
@@ -1860,6 +1888,7 @@ _CHILD_FIELDS = (
     "error_message",
     "parent_step_key",
     "group_index",
+    "fired_reason",
 )
 # A child run's columns that its spawn leaves at their defaults.
 _NEW_RUN = {

@@ -68,6 +68,13 @@ NODE_FIELDS = (
     "entity__type",
     "entity_version__version",
     "parent_step_key",
+    # A subordinate hired at run time (runs/engine/hiring.py), and its firing.
+    "role",
+    "task",
+    "hired_reason",
+    "hired_by_id",
+    "fired_reason",
+    "fired_by",
 )
 CHILD_ORDER = ("created_at", "group_index", "id")
 MAX_ROWS = 200  # ids in one refresh of live rows

@@ -342,6 +342,53 @@ def custom_checkpoints(engine: Engine, run: RunView, position: int) -> tuple[Run
     return run, True
 
 
+def spawn_checkpoint(engine: Engine, run: RunView, group: list[int]) -> tuple[RunView, bool]:
+    """The SUBAGENT_SPAWN checkpoint (seed 002) before a group that hires subordinates
+    (DELEGATE steps, runs/engine/hiring.py): a person approves the hires or rejects them
+    (the run ends). False when the run paused or ended."""
+    hires = [run.planned()[i] for i in group if run.planned()[i]["type"] == plans.DELEGATE]
+    if not hires:
+        return run, True
+    proposed = [
+        {
+            "step": step["name"],
+            "template": step.get("target_entity"),
+            **{k: v for k, v in (step.get("hire") or {}).items()},
+        }
+        for step in hires
+    ]
+    data = {**engine._data(run), "hires": proposed}
+    checkpoint = hitl.configured(run.definition, "SUBAGENT_SPAWN", data)
+    if checkpoint is None:
+        return run, True
+    step = hires[0]
+    run, verdict = ask_person(
+        engine,
+        run,
+        checkpoint,
+        Question(
+            key=f"SUBAGENT_SPAWN:{step['key']}:{run.iteration}:{run.attempt}",
+            step_name=step["name"],
+            subject="hire",
+            payload=proposed,
+            edit_schema=None,
+            reasoning=f"step {step['name']!r} hires {len(proposed)} subordinate(s); the "
+            "SUBAGENT_SPAWN checkpoint asks a person first. Approve to hire, reject to end "
+            "the run.",
+            allowed=(hitl.APPROVE, hitl.REJECT),
+            risk=[("medium", "a subordinate is hired with a budget taken from this run's")],
+        ),
+        steps=[],
+        events=Events(),
+    )
+    if isinstance(verdict, NeedsApproval):
+        return run, False
+    if verdict is not None and verdict.outcome in (hitl.REJECT, hitl.ABORT):
+        what = f"the hire of step {step['name']!r}"
+        return refused_by_person(engine, run, verdict, what, Events(), []), False
+    return run, True
+
+
 def tool_approval(
     engine: Engine,
     run: RunView,
@@ -472,7 +519,7 @@ def on_failure_checkpoint(
     schema = None
     if step["type"] == "THOUGHT":
         schema = run.definition["io_contract"]["output"]["schema"]
-    elif step["type"] == plans.CHILD:
+    elif step["type"] in plans.STARTS_A_RUN:
         child = engine.store.definitions(run, [step["target_entity"]]).get(step["target_entity"])
         schema = child["io_contract"]["output"]["schema"] if child else None
     run, asked = ask_person(

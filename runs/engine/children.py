@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from runs.engine import checkpoints, endings, hitl, step_review, versions
+from runs.engine import checkpoints, endings, hiring, hitl, step_review, versions
 from runs.engine import plan as plans
 from runs.engine.definition import Definition
 from runs.engine.limits import LimitReached
@@ -29,7 +29,10 @@ if TYPE_CHECKING:
 
 
 def child_names(engine: Engine, run: RunView) -> dict[str, str]:
+    """The names of the entities the run's plan may start: its children and (an entity that
+    hires) its delegation templates."""
     refs = [link["child_id"] for link in run.definition["hierarchy"]["children"]]
+    refs += [r for r in hiring.delegation(run.definition)["templates"] if r not in refs]
     if not refs:
         return {}
     found = engine.store.definitions(run, refs)
@@ -60,11 +63,14 @@ def start_children(
     if not requests:
         run = run.changed(cursor=group[-1] + 1)
         return engine._commit(run, Save(steps, events)).run, None
+    waiting = run.changed(status="WAITING")
+    hired = sum(1 for r in requests if r.hire is not None)
+    if hired:  # written with the spawn: max_subordinates counts every hire of the run
+        count = int(run.state.get(hiring.HIRES_KEY) or 0) + hired
+        waiting = waiting.with_state(**{hiring.HIRES_KEY: count})
     adopt = engine.handoff_s > 0
     try:
-        done = engine._commit(
-            run.changed(status="WAITING"), Spawn(requests, steps, events, adopt=adopt)
-        )
+        done = engine._commit(waiting, Spawn(requests, steps, events, adopt=adopt))
     except LimitReached as limit:  # the store's answer: no room for the children's budgets
         return run, OverBudget(limit)
     return done.run, WaitingOnChildren(done.child_ids, done.taken)
@@ -84,8 +90,33 @@ def child_requests(
     each child that declares `state_contract.writes_to`, the keys it may write."""
     data = engine._data(run)
     requests: list[ChildRequest] = []
+    hires = [i for i in group if run.planned()[i]["type"] == hiring.DELEGATE]
+    names: dict[str, str] = {}
+    if hires:
+        names = child_names(engine, run)
+        targets = [str(run.planned()[i]["target_entity"]) for i in hires]
+        found = engine.store.definitions(run, [t for t in targets if t not in names])
+        names.update({ref: child["identity"]["name"] for ref, child in found.items()})
+        asked = [hiring.request_of(run.planned()[i]) for i in hires]
+        hired = int(run.state.get(hiring.HIRES_KEY) or 0)
+        refused = hiring.refusal(run.definition, hired, asked, names)
+        if refused is not None:
+            return Failed(*refused)
     for position in group:
         step = run.planned()[position]
+        if step["type"] == hiring.DELEGATE:
+            request = _hire_request(engine, run, step, position, len(requests), names)
+            if isinstance(request, Failed):
+                return request
+            steps.append(request[1])
+            requests.append(request[0])
+            events.add(
+                "run.hired",
+                step=step["name"],
+                role=request[0].hire.role if request[0].hire else "",
+                template=names.get(request[0].entity_ref, request[0].entity_ref),
+            )
+            continue
         if not plans.holds(step.get("condition"), data):
             record = StepRecord(
                 step["key"], position, step["name"], step["type"], "SKIPPED", run.iteration
@@ -128,6 +159,35 @@ def child_requests(
         )
         events.add("step.started", step=step["name"], type=step["type"])
     return requests
+
+
+def _hire_request(
+    engine: Engine,
+    run: RunView,
+    step: dict[str, Any],
+    position: int,
+    index: int,
+    names: dict[str, str],
+) -> tuple[ChildRequest, StepRecord] | Failed:
+    """The child run a DELEGATE step hires, and its step record (WAITING)."""
+    asked = hiring.request_of(step)
+    ref = hiring.template_ref(run.definition, asked.template, names)
+    child = engine.store.definitions(run, [ref]).get(ref)
+    if child is None:
+        return Failed(VALIDATION_ERROR, f"step {step['name']!r}: template {ref!r} no longer exists")
+    carried = {k: run.state[k] for k in hitl.CARRIED_KEYS if k in run.state}
+    request = hiring.child_request(run.definition, asked, ref, step["key"], index, child, carried)
+    record = StepRecord(
+        step["key"],
+        position,
+        step["name"],
+        step["type"],
+        "WAITING",
+        run.iteration,
+        input={**request.input, "role": asked.role, "reason": asked.reason},
+        started_at=engine.clock.now(),
+    )
+    return request, record
 
 
 def _unresolved(engine: Engine, run: RunView, step: dict[str, Any]) -> str:
@@ -179,6 +239,7 @@ def join(engine: Engine, run: RunView) -> tuple[RunView, bool]:
             events.add("step.finished", step=step["name"], status="COMPLETED")
         else:
             failed = failed or outcome
+            fired = outcome.fired_reason is not None
             steps.append(
                 StepRecord(
                     step["key"],
@@ -187,8 +248,10 @@ def join(engine: Engine, run: RunView) -> tuple[RunView, bool]:
                     step["type"],
                     "FAILED",
                     run.iteration,
-                    error_code=outcome.error_code,
-                    error_message=outcome.error_message,
+                    error_code=hiring.FIRED if fired else outcome.error_code,
+                    error_message=f"fired: {outcome.fired_reason}"
+                    if fired
+                    else outcome.error_message,
                 )
             )
             events.add("step.finished", step=step["name"], status=outcome.status)
@@ -205,7 +268,10 @@ def join(engine: Engine, run: RunView) -> tuple[RunView, bool]:
     if failed is not None:
         code = failed.error_code or "CHILD_FAILED"
         message = f"{failed.entity_name} {failed.status.lower()}: {failed.error_message}"
-        if failed.status == "FAILED":
+        if failed.fired_reason is not None:  # a fired subordinate: its hirer's step fails
+            code = hiring.FIRED
+            message = f"{failed.entity_name} was fired: {failed.fired_reason}"
+        if failed.status == "FAILED" or failed.fired_reason is not None:
             position = position_of[failed.step_key]
             run, asked = checkpoints.on_failure_checkpoint(
                 engine, run, run.planned()[position], position, code, message, events, steps

@@ -214,7 +214,10 @@ class Engine:
         run, going_on = checkpoints.custom_checkpoints(self, run, group[0])
         if not going_on:
             return run, False
-        if run.planned()[group[0]]["type"] != plans.CHILD:
+        run, going_on = checkpoints.spawn_checkpoint(self, run, group)
+        if not going_on:
+            return run, False
+        if run.planned()[group[0]]["type"] not in plans.STARTS_A_RUN:
             return self._run_step(run, group[0])
         run, started = children.start_children(self, run, group)
         if started is None:
@@ -297,7 +300,7 @@ class Engine:
         else:
             run = run.at(position + 1)
         upcoming = run.planned()[run.cursor] if run.cursor < len(run.planned()) else None
-        if upcoming is None or upcoming["type"] == plans.CHILD:
+        if upcoming is None or upcoming["type"] in plans.STARTS_A_RUN:
             # The run ends or starts children next: that write carries this step.
             return self._later(run, steps, events)
         return self._commit(run, Save(steps, events)).run

@@ -232,7 +232,17 @@ def plan_rules(definition: Definition, plan: list[dict[str, Any]]) -> dict[str, 
         "children": sorted({link["child_id"] for link in definition["hierarchy"]["children"]}),
         "tools": sorted({t["tool_id"] for t in definition["capabilities"]["tools"]}),
         "required": [step["key"] for step in plan if step.get("required")],
+        # The delegation templates a DELEGATE step may hire from (runs/engine/hiring.py);
+        # the hire's own limits are checked when it is made.
+        "templates": _templates(definition),
     }
+
+
+def _templates(definition: Definition) -> list[str]:
+    delegation: Any = definition["capabilities"].get("delegation") or {}
+    if not delegation.get("enabled"):
+        return []
+    return sorted(str(ref) for ref in delegation.get("templates") or [])
 
 
 def edited_plan_problems(payload: Any, rules: dict[str, Any] | None) -> dict[str, str]:
@@ -244,7 +254,9 @@ def edited_plan_problems(payload: Any, rules: dict[str, Any] | None) -> dict[str
         return {"payload": f"at most {PLAN_MAX_STEPS} steps"}
     problems: dict[str, str] = {}
     keys: set[str] = set()
-    types = (plans.CHILD, "THOUGHT", "TOOL_CALL")
+    types: tuple[str, ...] = (plans.CHILD, "THOUGHT", "TOOL_CALL")
+    if rules.get("templates"):
+        types = (*types, plans.DELEGATE)
     for index, step in enumerate(payload):
         where = f"payload.{index}"
         if not isinstance(step, dict):
@@ -259,6 +271,11 @@ def edited_plan_problems(payload: Any, rules: dict[str, Any] | None) -> dict[str
             problems[f"{where}.target_entity"] = (
                 f"{step.get('target_entity')!r} is not a child of this entity"
             )
+        elif kind == plans.DELEGATE and not (
+            step.get("target_entity") and isinstance(step.get("hire"), dict)
+        ):
+            # Which template, and within which limits, is checked when the hire is made.
+            problems[f"{where}.hire"] = "a DELEGATE step names its template and its hire"
         elif kind == "TOOL_CALL" and step.get("tool_id") not in rules.get("tools", []):
             problems[f"{where}.tool_id"] = f"{step.get('tool_id')!r} is not a tool of this entity"
         key = step.get("key")
@@ -299,6 +316,8 @@ def normalized_plan(payload: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "input_mapping": step.get("input_mapping") or {},
                 "relationship": step.get("relationship") or "SEQUENTIAL",
                 "condition": step.get("condition"),
+                # A DELEGATE step's hire (runs/engine/hiring.py).
+                **({"hire": dict(step["hire"])} if isinstance(step.get("hire"), dict) else {}),
             }
         )
     return steps

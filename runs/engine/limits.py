@@ -151,3 +151,13 @@ def lifetime_left(limit: Decimal, *, spent: Decimal, held: Decimal) -> Decimal:
     ended runs cost (`spent`) and what its unfinished ones may still cost (`held`: their
     budgets, or what they cost so far when they have none)."""
     return limit - spent - held
+
+
+def hired_limits(limits: RunLimits, budget_usd: Decimal | None, run_id: str) -> RunLimits:
+    """A hired subordinate's limits: the budget its hirer gave it (no more than its entity's
+    own, when it has one), anchored at itself so that it is reserved from the hirer's."""
+    if budget_usd is None:
+        return limits
+    own = limits["budget_usd"]
+    budget = budget_usd if own is None else min(own, budget_usd)
+    return {**limits, "budget_usd": budget, "budget_anchor": run_id}

@@ -31,11 +31,13 @@ from runs.engine import hitl, versions
 from runs.engine import state as payloads
 from runs.engine.context import InMemoryArtifactStore
 from runs.engine.definition import Definition
+from runs.engine.hiring import hired_fields
 from runs.engine.limits import (
     LimitReached,
     LimitRow,
     budget_blocks,
     first_limit_hit,
+    hired_limits,
     lifetime_left,
     lifetime_limit,
     lifetime_used,
@@ -168,6 +170,13 @@ class StoredRun:
     sandbox: bool = False
     passes_granted: int = 0
     export_trace_id: str | None = None  # its trace outside Hierarch, when not trace_id
+    # A hired subordinate's record (runs/engine/hiring.py), and its firing.
+    role: str | None = None
+    task: str | None = None
+    hired_reason: str | None = None
+    hired_by: str | None = None
+    fired_reason: str | None = None
+    fired_by: str | None = None
 
 
 @dataclass
@@ -435,6 +444,19 @@ class InMemoryRunStore(DispatchingStore):
                 if approval.run_id in found and approval.status in ("PENDING", "ESCALATED"):
                     approval.status = "CANCELLED"  # nobody needs to decide any more
             return count
+
+    def fire(self, run_id: str, reason: str, by: str) -> int:
+        """Fire a hired subordinate (as `run_fire` does): record why and who, then cancel it
+        with its descendants. ValueError for a run that was not hired or has ended."""
+        with self._world.lock:
+            row = self._world.runs[run_id]
+            if row.hired_by is None:
+                raise ValueError("the run was not hired at run time")
+            if row.status not in (*ACTIVE, "BLOCKED") or row.fired_reason:
+                raise ValueError(f"the run is {row.status.lower()} already")
+            row.fired_reason, row.fired_by = reason, by
+            self._append_events(row.trace_id, run_id, [("run.fired", {"reason": reason, "by": by})])
+        return self.cancel(run_id)
 
     def approvals(self, run_id: str | None = None) -> list[StoredApproval]:
         """The requests asked, oldest first (of one run, or all)."""
@@ -733,9 +755,12 @@ class InMemoryRunStore(DispatchingStore):
         if limit is not None and left is not None and left <= 0:  # nothing is written
             raise lifetime_used(entity.name, limit)
         limits = run_limits(entity.definition, child_id, run.budget_anchor, left)
+        if request.hire is not None:  # its hirer's budget for it (runs/engine/hiring.py)
+            limits = hired_limits(limits, request.hire.budget_usd, child_id)
         limits["limited"] = limits["limited"] or run.limited
         return StoredRun(
             **limits,
+            **hired_fields(request.hire, run.id),
             deadline_at=run.deadline,
             id=child_id,
             trace_id=run.trace_id,
@@ -780,6 +805,7 @@ class InMemoryRunStore(DispatchingStore):
                     error_code=row.error_code,
                     error_message=row.error_message,
                     entity_name=self._world.entities[(row.workspace_id, row.entity_ref)].name,
+                    fired_reason=row.fired_reason,
                 )
                 for row in rows
             ]

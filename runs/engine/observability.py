@@ -65,6 +65,8 @@ EVENT_LEVELS: dict[str, int] = {
     "run.created": ALWAYS,
     "run.status": ALWAYS,
     "cost.alert": WARN,
+    "run.hired": ALWAYS,
+    "run.fired": ALWAYS,
     # its plan
     "plan.ready": INFO,
     "plan.reconciled": INFO,

@@ -15,6 +15,8 @@ from runs.engine import jsonlogic
 from runs.engine.definition import Definition
 
 CHILD = "CHILD_ENTITY_INVOCATION"
+DELEGATE = "DELEGATE"  # hires a subordinate at run time (runs/engine/hiring.py)
+STARTS_A_RUN = (CHILD, DELEGATE)  # the steps that run as child runs the run waits on
 
 
 def build_static_plan(
@@ -74,7 +76,9 @@ def _static_step(step: dict[str, Any], link_of: dict[str, dict[str, Any]]) -> di
     """A step of an enabled static plan, with its child link's mapping and relationship."""
     target = step.get("target") or {}
     link = link_of.get(target.get("entity_id") or "", {})
-    return {
+    if step["type"] == DELEGATE:  # a hire (runs/engine/hiring.py): no link of its own
+        link = {}
+    planned = {
         "key": step.get("step_id") or f"step-{step['order']}",
         "name": step["name"],
         "type": step["type"],
@@ -88,6 +92,9 @@ def _static_step(step: dict[str, Any], link_of: dict[str, dict[str, Any]]) -> di
         "relationship": link.get("relationship", "SEQUENTIAL"),
         "condition": _condition(link),
     }
+    if step["type"] == DELEGATE:
+        planned["hire"] = dict(target.get("hire") or {})
+    return planned
 
 
 def _condition(link: dict[str, Any]) -> Any:
@@ -103,12 +110,12 @@ def group_at(plan: list[dict[str, Any]], cursor: int) -> list[int]:
     if cursor >= len(plan):
         return []
     first = plan[cursor]
-    if first["type"] != CHILD or first["relationship"] != "PARALLEL":
+    if first["type"] not in STARTS_A_RUN or first["relationship"] != "PARALLEL":
         return [cursor]
     group = [cursor]
     for index in range(cursor + 1, len(plan)):
         step = plan[index]
-        if step["type"] == CHILD and step["relationship"] == "PARALLEL":
+        if step["type"] in STARTS_A_RUN and step["relationship"] == "PARALLEL":
             group.append(index)
         else:
             break

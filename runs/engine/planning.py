@@ -62,13 +62,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runs.engine import constraints
+from runs.engine import constraints, hiring
 from runs.engine import plan as plans
 from runs.engine.definition import Definition
 from runs.engine.ports import VALIDATION_ERROR, ModelReply, ModelRequest
 from runs.engine.prompts import messages_for
 
 CHILD = plans.CHILD
+DELEGATE = plans.DELEGATE
 TOOL = "TOOL_CALL"
 THOUGHT = "THOUGHT"
 PLAN_MAX_STEPS = 25
@@ -163,6 +164,10 @@ def target_options(
         options[f"{CHILD}:{child_names.get(ref, ref)}"] = (CHILD, ref)
     for tool_id in allowed_tools(definition):
         options[f"{TOOL}:{tool_id}"] = (TOOL, tool_id)
+    rules = hiring.delegation(definition)
+    if rules["enabled"]:  # hire a subordinate of a template (runs/engine/hiring.py)
+        for ref in rules["templates"]:
+            options[f"{DELEGATE}:{child_names.get(ref, ref)}"] = (DELEGATE, ref)
     return options
 
 
@@ -173,6 +178,9 @@ def target_of(step: Mapping[str, Any], child_names: Mapping[str, str]) -> str:
         return f"{CHILD}:{child_names.get(ref, ref)}"
     if step["type"] == TOOL:
         return f"{TOOL}:{step.get('tool_id')}"
+    if step["type"] == DELEGATE:
+        ref = str(step.get("target_entity"))
+        return f"{DELEGATE}:{child_names.get(ref, ref)}"
     return THOUGHT
 
 
@@ -185,6 +193,34 @@ def plan_schema(
     """The JSON Schema of the plan the model must answer: 1 to PLAN_MAX_STEPS steps, each a
     `target` from the enum of what this entity may use, a `name` and an `instruction`."""
     options = list(target_options(definition, child_names or {}))
+    properties: dict[str, Any] = {
+        "target": {
+            "enum": options,
+            "description": "What the step runs: THOUGHT (reason with the "
+            "model), TOOL_CALL:<tool id> or CHILD_ENTITY_INVOCATION:<child>"
+            + (", or DELEGATE:<template> (hire a subordinate)." if _hires(definition) else "."),
+        },
+        "name": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200,
+            "description": "A short name; to keep a static step, its name.",
+            "examples": [
+                "Check the facts",
+                "Clean up the input",
+                "Review for compliance",
+                "Summarise the findings",
+                "Translate for other markets",
+            ],
+        },
+        "instruction": {
+            "type": "string",
+            "maxLength": 2000,
+            "description": "For a THOUGHT step, what to think about; otherwise empty.",
+        },
+    }
+    if _hires(definition):
+        properties.update(HIRE_PROPERTIES)
     return {
         "title": "dynamic_plan",
         "type": "object",
@@ -200,36 +236,41 @@ def plan_schema(
                     "type": "object",
                     "additionalProperties": False,
                     "required": ["target", "name", "instruction"],
-                    "properties": {
-                        "target": {
-                            "enum": options,
-                            "description": "What the step runs: THOUGHT (reason with the "
-                            "model), TOOL_CALL:<tool id> or CHILD_ENTITY_INVOCATION:<child>.",
-                        },
-                        "name": {
-                            "type": "string",
-                            "minLength": 1,
-                            "maxLength": 200,
-                            "description": "A short name; to keep a static step, its name.",
-                            "examples": [
-                                "Check the facts",
-                                "Clean up the input",
-                                "Review for compliance",
-                                "Summarise the findings",
-                                "Translate for other markets",
-                            ],
-                        },
-                        "instruction": {
-                            "type": "string",
-                            "maxLength": 2000,
-                            "description": "For a THOUGHT step, what to think about; "
-                            "otherwise empty.",
-                        },
-                    },
+                    "properties": properties,
                 },
             }
         },
     }
+
+
+# What a DELEGATE step of a dynamic plan says of its hire (runs/engine/hiring.py).
+HIRE_PROPERTIES: Mapping[str, Any] = {
+    "role": {
+        "type": "string",
+        "maxLength": hiring.ROLE_MAX,
+        "description": "For a DELEGATE step, the subordinate's role.",
+        "examples": ["Market researcher", "Fact checker", "Editor"],
+    },
+    "task": {
+        "type": "string",
+        "maxLength": hiring.TASK_MAX,
+        "description": "For a DELEGATE step, the task given to the subordinate.",
+    },
+    "budget_usd": {
+        "type": ["number", "null"],
+        "exclusiveMinimum": 0,
+        "description": "For a DELEGATE step, its budget, taken from this run's.",
+    },
+    "reason": {
+        "type": "string",
+        "maxLength": hiring.REASON_MAX,
+        "description": "For a DELEGATE step, why the hire.",
+    },
+}
+
+
+def _hires(definition: Mapping[str, Any]) -> bool:
+    return bool(hiring.delegation(definition)["enabled"])
 
 
 def planning_request(
@@ -340,6 +381,12 @@ def _options_text(definition: Mapping[str, Any], child_names: Mapping[str, str])
                 or (tool.get("function_schema") or {}).get("description")
                 or f"call the tool {ref}"
             )
+        elif kind == DELEGATE:
+            about = (
+                f"hire a subordinate of the template {child_names.get(str(ref), ref)}: give "
+                "its `role`, its `task`, its `budget_usd` (from this run's budget) and the "
+                "`reason` for the hire"
+            )
         else:
             about = f"invoke the child entity {child_names.get(str(ref), ref)}"
         lines.append(f"- {option}: {about}")
@@ -443,6 +490,12 @@ def _resolve(
             return CHILD, ref
         known = ", ".join(child_names.get(r, r) for r in child_refs(definition)) or "none"
         return f"{where} invokes {ref!r}, which is not a child of this entity (children: {known})"
+    if kind == DELEGATE:
+        rules = hiring.delegation(definition)
+        if not rules["enabled"]:
+            return f"{where} hires {ref!r}, but this entity's capabilities.delegation is disabled"
+        known = ", ".join(child_names.get(r, r) for r in rules["templates"]) or "none"
+        return f"{where} hires {ref!r}, which is not one of its delegation templates ({known})"
     if kind == TOOL:
         if ref in _tools(definition):
             return (
@@ -467,6 +520,20 @@ def _new_step(
     link = links.get(str(ref), {}) if kind == CHILD else {}
     if not name:
         name = child_names.get(str(ref), str(ref)) if ref else "Thought"
+    if kind == DELEGATE:
+        budget = hiring.as_budget(item.get("budget_usd"))
+        return hiring.delegate_step(
+            f"{DYNAMIC_KEY}{number}",
+            name,
+            number,
+            hiring.HireRequest(
+                role=hiring.bounded(item.get("role"), hiring.ROLE_MAX),
+                task=str(item.get("task") or instruction).strip()[: hiring.TASK_MAX],
+                template=str(ref),
+                budget_usd=budget if not isinstance(budget, str) else None,
+                reason=hiring.bounded(item.get("reason"), hiring.REASON_MAX),
+            ),
+        ) | {"required": False}
     return {
         "key": f"{DYNAMIC_KEY}{number}",
         "name": name,
@@ -564,6 +631,9 @@ def reconcile(
 def _identity(step: Mapping[str, Any]) -> tuple[str, str]:
     if step["type"] == CHILD:
         return CHILD, str(step.get("target_entity"))
+    if step["type"] == DELEGATE:
+        role = " ".join(str((step.get("hire") or {}).get("role", "")).split()).casefold()
+        return DELEGATE, f"{step.get('target_entity')}:{role}"
     if step["type"] == TOOL:
         return TOOL, str(step.get("tool_id"))
     return THOUGHT, " ".join(str(step.get("name", "")).split()).casefold()

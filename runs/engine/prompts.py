@@ -7,8 +7,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from runs.engine import context as ctx
+from runs.engine import hiring, pinned
 from runs.engine import memory as memories
-from runs.engine import pinned
 from runs.engine.definition import Definition, Identity
 
 if TYPE_CHECKING:
@@ -52,6 +52,18 @@ def _system_prompt(identity: Identity) -> str:
     return "\n\n".join(parts)
 
 
+def hired_prompt(state: dict[str, Any]) -> str:
+    """A hired subordinate's role and task (runs/engine/hiring.py), before its persona."""
+    role, task = state.get(hiring.ROLE_KEY), state.get(hiring.TASK_KEY)
+    if not role and not task:
+        return ""
+    parts = [
+        f"Your role: {role}." if role else "",
+        f"Your task for this hire: {task}" if task else "",
+    ]
+    return "\n".join(p for p in parts if p) + "\n\n"
+
+
 def messages_for(
     definition: Definition, *, instruction: str, data: dict[str, Any], reasoning_mode: str
 ) -> tuple[dict[str, Any], ...]:
@@ -90,7 +102,7 @@ def compose(
     shown_state = ctx.with_artifacts(own_state, handling, summarize=summarize, store=artifact_store)
     static = definition["planning"]["static_plan"]
     parts: dict[str, str] = {
-        "SYSTEM_PROMPT": system_prompt(definition),
+        "SYSTEM_PROMPT": hired_prompt(state) + system_prompt(definition),
         "USER_INPUT": "Input:\n" + _json(shown_input),
         "STATIC_PLAN": (
             "Plan:\n" + "\n".join(f"{i}. {s['name']}" for i, s in enumerate(plan or [], 1))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from runs.engine import checkpoints, children, endings, hitl, planning, thoughts
+from runs.engine import checkpoints, children, endings, hiring, hitl, planning, thoughts
 from runs.engine import plan as plans
 from runs.engine.outcomes import Failed, OverBudget
 from runs.engine.ports import (
@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from runs.engine.core import Engine
 
 
+# What a run's state keeps of what it was started with: what it inherits, and (a hired
+# subordinate) its role and task (runs/engine/hiring.py).
+STARTS_WITH = (*hitl.CARRIED_KEYS, hiring.ROLE_KEY, hiring.TASK_KEY)
+
+
 def start_run(engine: Engine, run: RunView) -> tuple[RunView, bool]:
     """The run's first entry: validated, past BEFORE_EXECUTION, RUNNING with its plan;
     False when it ended or waits on a person."""
@@ -37,14 +42,14 @@ def start_run(engine: Engine, run: RunView) -> tuple[RunView, bool]:
     timeout_ms = run.definition["governance"]["execution_limits"]["timeout_ms"]
     own = began_at + timedelta(milliseconds=timeout_ms)
     run = run.changed(deadline=own if run.deadline is None else min(run.deadline, own))
-    carried = {k: run.state[k] for k in hitl.CARRIED_KEYS if k in (run.state or {})}
+    carried = {k: run.state[k] for k in STARTS_WITH if k in (run.state or {})}
     start_state = dict(run.input)
     run, verdict = checkpoints.before_execution(engine, run, carried, events)
     if verdict is False:
         return run, False
     if isinstance(verdict, dict):
         start_state = verdict  # a person edited the input
-    carried = {k: run.state[k] for k in hitl.CARRIED_KEYS if k in (run.state or {})}
+    carried = {k: run.state[k] for k in STARTS_WITH if k in (run.state or {})}
     names = children.child_names(engine, run)
     static = plans.build_static_plan(run.definition, names)
     run = run.changed(state={**start_state, **carried}, status="RUNNING", cursor=0)

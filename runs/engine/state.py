@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from runs.engine import observability
@@ -87,6 +88,8 @@ EventKind = Literal[
     "run.created",  # a root or child run: run_id, entity, type, parent_id
     "run.status",  # RUNNING, a pause, BLOCKED or an end: status, with error_code/reason
     "cost.alert",  # the run's cost crossed its alert threshold: run_id
+    "run.hired",  # a hirer started a subordinate: step, role, template
+    "run.fired",  # a subordinate was fired: reason, by
     # its plan
     "plan.ready",  # steps
     "plan.reconciled",  # a dynamic plan checked against the static one: steps, notes
@@ -257,6 +260,7 @@ class ChildOutcome:
     error_code: str
     error_message: str
     entity_name: str
+    fired_reason: str | None = None  # a hired subordinate that was fired: why
 
 
 @dataclass(frozen=True)
@@ -266,6 +270,18 @@ class ChildRequest:
     entity_ref: str
     input: dict[str, Any]
     state: dict[str, Any] | None = None  # what the child inherits (constraints a person locked)
+    hire: Hire | None = None  # a subordinate hired at run time (runs/engine/hiring.py)
+
+
+@dataclass(frozen=True)
+class Hire:
+    """What a hire records on the child run: the role and task given to it, why, and the
+    budget it is given (reserved from the hirer's anchor; None: it spends the hirer's)."""
+
+    role: str
+    task: str
+    reason: str
+    budget_usd: Decimal | None = None
 
 
 def child_step_key(step_key: str, iteration: int, attempt: int) -> str:

@@ -201,7 +201,7 @@ def _ask_person(
             confidence=confidence,
             context={"review": result.detail},
             # A group of children is joined again after the decision, not started again.
-            resume_status="WAITING" if step["type"] == plans.CHILD else "RUNNING",
+            resume_status="WAITING" if step["type"] in plans.STARTS_A_RUN else "RUNNING",
         ),
         steps=[*steps, waiting],
         events=_with(events, "review.escalated", step=name, detail=result.detail),
@@ -247,7 +247,7 @@ def result_schema(engine: Engine, run: RunView, step: dict[str, Any]) -> dict[st
     entity's output schema, a child its own; a tool's result has none here."""
     if step["type"] == "THOUGHT":
         return run.definition["io_contract"]["output"]["schema"]
-    if step["type"] == plans.CHILD:
+    if step["type"] in plans.STARTS_A_RUN:
         child = engine.store.definitions(run, [step["target_entity"]]).get(step["target_entity"])
         return child["io_contract"]["output"]["schema"] if child else None
     return None

@@ -37,7 +37,14 @@ from runs.forms import RunFilterForm, RunInputForm
 from runs.input_wizard import InputWizard, form_layout
 from runs.models import ACTIVE, Run, RunStatus
 from runs.selectors import run_list
-from runs.services import RunRefused, run_cancel, run_grant_passes, run_rerun, run_start
+from runs.services import (
+    RunRefused,
+    run_cancel,
+    run_fire,
+    run_grant_passes,
+    run_rerun,
+    run_start,
+)
 from runs.store import latest_version, pinned_definition
 from runs.trace_page import duration_label
 
@@ -274,6 +281,21 @@ def run_cancel_view(request: HtmxHttpRequest, pk: Any) -> HttpResponse:
 
 @login_required
 @require_POST
+def run_fire_view(request: HttpRequest, pk: Any) -> HttpResponse:
+    """Fire a hired subordinate (runs/engine/hiring.py) with the reason the form gives; back
+    to the page it was posted from (its trace page), which says what happened."""
+    run = _run_for(request, pk)
+    try:
+        run_fire(run=run, reason=request.POST.get("reason", ""), user=request.user)
+    except RunRefused as refused:
+        messages.error(request, f"{run.entity.name}: {refused}")
+    else:
+        messages.success(request, f"Firing the {run.role or run.entity.name} subordinate.")
+    return _back(request, run)
+
+
+@login_required
+@require_POST
 def run_rerun_view(request: HtmxHttpRequest, pk: Any) -> HttpResponse:
     """Start the run's entity again with the same input and go to the new run; a refusal
     (a quota, an entity with no version) is said in the row."""
@@ -405,6 +427,7 @@ urlpatterns = [
     path("start/", run_start_choose, name="start"),
     path("start/<uuid:entity_id>/", run_start_entity, name="start_entity"),
     path("<uuid:pk>/cancel/", run_cancel_view, name="cancel"),
+    path("<uuid:pk>/fire/", run_fire_view, name="fire"),
     path("<uuid:pk>/rerun/", run_rerun_view, name="rerun"),
     path("<uuid:pk>/passes/", run_passes_view, name="passes"),
 ]

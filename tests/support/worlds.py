@@ -28,7 +28,7 @@ from runs.engine.memory_store import InMemoryRunStore
 from runs.gateway import LiteLLMGateway
 from runs.models import LLMCall, MemoryItem, Run, RunEvent, StepRun
 from runs.models import ToolCall as ToolCallModel
-from runs.services import run_cancel, run_grant_passes, run_start
+from runs.services import run_cancel, run_fire, run_grant_passes, run_start
 from runs.store import OrmRunStore
 from tests.factories import EntityFactory, UserFactory, grant, tool_definition
 from tests.factories import definition as factory_definition
@@ -162,6 +162,8 @@ class World:
     def budget(self, run_id: str) -> tuple[Decimal | None, Decimal, Decimal]: ...
     def call_counts(self, run_id: str) -> tuple[int, int]: ...
     def cancel(self, run_id: str) -> None: ...
+    def fire(self, run_id: str, reason: str) -> None: ...
+    def hire_record(self, run_id: str) -> dict[str, Any]: ...
     def flag_only(self, run_id: str) -> None: ...
     def let_time_pass(self, seconds: float) -> None: ...
     def approvals(self, run_id: str) -> list[dict]: ...
@@ -333,6 +335,16 @@ class MemoryWorld(World):
     def cancel(self, run_id: str) -> None:
         self.store.cancel(run_id)
 
+    def fire(self, run_id: str, reason: str) -> None:
+        self.store.fire(run_id, reason, "operator")
+
+    def hire_record(self, run_id: str) -> dict[str, Any]:
+        run = self.store.run(run_id)
+        return {
+            name: getattr(run, name)
+            for name in ("role", "task", "hired_reason", "hired_by", "fired_reason", "fired_by")
+        }
+
     def flag_only(self, run_id: str) -> None:
         """The run's cancel flag alone, as a cancel sets it before its descendants'."""
         with self.store._world.lock:
@@ -501,6 +513,20 @@ class OrmWorld(World):
 
     def cancel(self, run_id: str) -> None:
         run_cancel(run=self._run(run_id))
+
+    def fire(self, run_id: str, reason: str) -> None:
+        run_fire(run=self._run(run_id), reason=reason, by="operator")
+
+    def hire_record(self, run_id: str) -> dict[str, Any]:
+        run = self._run(run_id)
+        return {
+            "role": run.role,
+            "task": run.task,
+            "hired_reason": run.hired_reason,
+            "hired_by": None if run.hired_by_id is None else str(run.hired_by_id),
+            "fired_reason": run.fired_reason,
+            "fired_by": run.fired_by,
+        }
 
     def flag_only(self, run_id: str) -> None:
         """The run's cancel flag alone, as a cancel sets it before its descendants'."""
