@@ -23,6 +23,7 @@ from config.json_input import JSONInputRefused, json_input_loads
 from designer.editor.base import EditorContext, Section
 from designer.editor.children import ChildrenSection
 from designer.editor.contract import ContractSection
+from designer.editor.delegation import DelegationSection
 from designer.editor.governance import GovernanceSection
 from designer.editor.identity import IdentitySection
 from designer.editor.model import ModelSection
@@ -36,6 +37,7 @@ SECTIONS: tuple[type[Section], ...] = (
     IdentitySection,
     ModelSection,
     ToolsSection,
+    DelegationSection,
     ContractSection,
     ChildrenSection,
     PlanSection,
