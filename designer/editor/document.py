@@ -37,11 +37,11 @@ SECTIONS: tuple[type[Section], ...] = (
     IdentitySection,
     ModelSection,
     ToolsSection,
-    DelegationSection,
     ContractSection,
     ChildrenSection,
     PlanSection,
     GovernanceSection,
+    DelegationSection,
 )
 
 DOCUMENT = "document"
