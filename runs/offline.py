@@ -140,15 +140,22 @@ def answer(
     chosen = _chosen_tools(tools, tool_choice, messages)
     results = _tool_results(messages)
 
-    if chosen:
+    planned: list[tuple[dict[str, Any], Any]] = []  # the calls of this turn, with arguments
+    given = _given_input(messages) if chosen else {}
+    for tool in chosen:
+        function = tool.get("function", tool)
+        if function.get("name") == DELEGATE:  # a hire per part of the task
+            planned += [(function, hire) for hire in _hires(function, messages, given)]
+            continue
+        parameters = function.get("parameters") or {}
+        planned.append(
+            (function, _from_input(parameters, synthesize(parameters, seed=seed), given))
+        )
+
+    if planned:
         calls, completion_tokens = [], 0
-        given = _given_input(messages)
-        for index, tool in enumerate(chosen):
-            function = tool.get("function", tool)
-            parameters = function.get("parameters") or {}
-            arguments = json.dumps(
-                _from_input(parameters, synthesize(parameters, seed=seed), given)
-            )
+        for index, (function, value) in enumerate(planned):
+            arguments = json.dumps(value)
             calls.append(
                 ChatCompletionMessageToolCall(
                     id=f"call_{seed[:20]}_{index}",
@@ -244,8 +251,82 @@ def _chosen_tools(
     for message in messages:
         if message.get("role") == "user" and isinstance(message.get("content"), str):
             task |= _words(message["content"])
-    fitting = [tool for tool in tools if _words(_described(tool)) & task]
-    return fitting or tools[:1]
+    hires = [tool for tool in tools if tool.get("function", tool).get("name") == DELEGATE]
+    others = [tool for tool in tools if tool not in hires]
+    fitting = [tool for tool in others if _words(_described(tool)) & task]
+    return fitting + hires or others[:1]
+
+
+DELEGATE = "delegate"  # the reasoning loop's built-in hiring tool (runs/engine/delegating.py)
+_MOST_PARTS = 8
+_BULLET = re.compile(r"^(?:[-*\u2022]|\d+[.)])\s+")
+_PART_BREAK = re.compile(r"\s*(?:[;\n]|(?<=[.!?])\s+)\s*")
+
+
+def _hires(
+    function: dict[str, Any], messages: list[dict[str, Any]], given: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The delegate calls of an agent that hires: one per distinct part of its task (at
+    least one), each of the template whose name and description share most words with
+    the part (else the templates in turn), with a role named after the template."""
+    properties = (function.get("parameters") or {}).get("properties") or {}
+    names = [str(n) for n in (properties.get("template") or {}).get("enum") or []]
+    if not names:
+        return []
+    parts, context = _parts(messages, given)
+    described = str(function.get("description") or "")
+    hires = []
+    for number, part in enumerate(parts):
+        words = _words(part)
+        score = [len(words & _words(f"{n} {_template_text(described, n)}")) for n in names]
+        best = max(score)
+        name = names[score.index(best)] if best else names[number % len(names)]
+        role = name.replace("_", " ").replace("-", " ").strip().capitalize() or "Specialist"
+        task = part if not context or context == part else f"{part} (for: {context})"
+        hires.append(
+            {
+                "template": name,
+                "role": role[:200],
+                "task": task[:4000],
+                "reason": f"part {number + 1} of {len(parts)} of the task: {part}"[:1000],
+            }
+        )
+    return hires
+
+
+def _template_text(description: str, name: str) -> str:
+    """What the delegate tool's description says of template `name` ("name: text; ...")."""
+    at = description.find(f"{name}: ")
+    if at < 0:
+        return ""
+    rest = description[at + len(name) + 2 :]
+    return rest.split("; ", 1)[0]
+
+
+def _parts(messages: list[dict[str, Any]], given: dict[str, Any]) -> tuple[list[str], str]:
+    """The distinct parts of the task, and the text they are parts of: a list of texts in
+    the input, else its longest text (else the request) split into sentences, lines and
+    items."""
+    texts = [v.strip() for v in given.values() if isinstance(v, str) and v.strip()]
+    context = max(texts, key=len) if texts else ""
+    for value in given.values():
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            listed = [" ".join(v.split()) for v in value if v.strip()]
+            if listed:
+                return list(dict.fromkeys(listed))[:_MOST_PARTS], context
+    text = context or _request(messages)
+    pieces = [_BULLET.sub("", p.strip()).strip() for p in _PART_BREAK.split(text)]
+    parts = list(dict.fromkeys(p for p in pieces if _words(p)))[:_MOST_PARTS]
+    return parts or [text or "the task"], context
+
+
+def _request(messages: list[dict[str, Any]]) -> str:
+    """The request of the last user message, without the input and state it shows."""
+    for message in reversed(messages):
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str):
+            return content.split("\n\nInput", 1)[0].strip()
+    return ""
 
 
 def _described(tool: dict[str, Any]) -> str:

@@ -357,36 +357,51 @@ def spawn_checkpoint(engine: Engine, run: RunView, group: list[int]) -> tuple[Ru
         }
         for step in hires
     ]
-    data = {**engine._data(run), "hires": proposed}
-    checkpoint = hitl.configured(run.definition, "SUBAGENT_SPAWN", data)
-    if checkpoint is None:
-        return run, True
     step = hires[0]
-    run, verdict = ask_person(
-        engine,
-        run,
-        checkpoint,
-        Question(
-            key=f"SUBAGENT_SPAWN:{step['key']}:{run.iteration}:{run.attempt}",
-            step_name=step["name"],
-            subject="hire",
-            payload=proposed,
-            edit_schema=None,
-            reasoning=f"step {step['name']!r} hires {len(proposed)} subordinate(s); the "
-            "SUBAGENT_SPAWN checkpoint asks a person first. Approve to hire, reject to end "
-            "the run.",
-            allowed=(hitl.APPROVE, hitl.REJECT),
-            risk=[("medium", "a subordinate is hired with a budget taken from this run's")],
-        ),
-        steps=[],
-        events=Events(),
-    )
+    key = f"SUBAGENT_SPAWN:{step['key']}:{run.iteration}:{run.attempt}"
+    run, verdict = hire_question(engine, run, step["name"], key, proposed)
     if isinstance(verdict, NeedsApproval):
         return run, False
     if verdict is not None and verdict.outcome in (hitl.REJECT, hitl.ABORT):
         what = f"the hire of step {step['name']!r}"
         return refused_by_person(engine, run, verdict, what, Events(), []), False
     return run, True
+
+
+def hire_question(
+    engine: Engine,
+    run: RunView,
+    step_name: str,
+    key: str,
+    proposed: list[dict[str, Any]],
+    rejecting: str = "end the run",
+) -> tuple[RunView, hitl.ApprovalVerdict | NeedsApproval | None]:
+    """The SUBAGENT_SPAWN checkpoint (seed 002) for the hires `proposed` (a DELEGATE group's
+    or a reasoning loop's turn): None when the definition asks no one, else the person's
+    verdict, or NeedsApproval while it is awaited."""
+    data = {**engine._data(run), "hires": proposed}
+    checkpoint = hitl.configured(run.definition, "SUBAGENT_SPAWN", data)
+    if checkpoint is None:
+        return run, None
+    return ask_person(
+        engine,
+        run,
+        checkpoint,
+        Question(
+            key=key,
+            step_name=step_name,
+            subject="hire",
+            payload=proposed,
+            edit_schema=None,
+            reasoning=f"step {step_name!r} hires {len(proposed)} subordinate(s); the "
+            f"SUBAGENT_SPAWN checkpoint asks a person first. Approve to hire, reject to "
+            f"{rejecting}.",
+            allowed=(hitl.APPROVE, hitl.REJECT),
+            risk=[("medium", "a subordinate is hired with a budget taken from this run's")],
+        ),
+        steps=[],
+        events=Events(),
+    )
 
 
 def tool_approval(

@@ -18,6 +18,7 @@ from typing import Any
 from runs.engine import (
     checkpoints,
     children,
+    delegating,
     endings,
     hitl,
     retry,
@@ -201,6 +202,8 @@ class Engine:
         if run.status == "WAITING":
             if endings.expired(self, run):
                 return endings.timeout(self, run), False
+            if delegating.waiting(run):  # on subordinates its reasoning loop hired
+                return delegating.join(self, run)
             return children.join(self, run)
         group = plans.group_at(run.plan or [], run.cursor)
         if not group:
@@ -321,7 +324,7 @@ class Engine:
         )
         events = Events()
         events.add("step.started", step=step["name"], type=step["type"])
-        outcome: Completed | Failed | OverBudget | NeedsApproval
+        outcome: Completed | Failed | OverBudget | NeedsApproval | WaitingOnChildren
         if step["type"] == "TOOL_CALL":
             run, record, outcome = tool_steps.tool_step(self, run, step, record)
         else:
@@ -353,6 +356,9 @@ class Engine:
             return endings.limit_reached(self, run, limit), False
         if isinstance(outcome, NeedsApproval):
             return run, False  # the run waits on a person; the decision hands it back
+        if isinstance(outcome, WaitingOnChildren):  # its reasoning loop hired
+            self._hint_children(outcome)
+            return run, False
         return self._step_failed(run, step, position, record, events, outcome)
 
     def _step_failed(

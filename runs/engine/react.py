@@ -21,8 +21,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from runs.engine import checkpoints, endings, tool_steps
-from runs.engine.outcomes import Failed, NeedsApproval, OverBudget
+from runs.engine import checkpoints, delegating, endings, tool_steps
+from runs.engine.outcomes import Failed, NeedsApproval, OverBudget, WaitingOnChildren
 from runs.engine.ports import LIMIT_EXCEEDED, TIMEOUT, ModelReply
 from runs.engine.state import RunView, StepRecord
 
@@ -37,25 +37,29 @@ _RESULT_CHARS = 20_000  # of one tool result the model is shown
 
 
 def loops(run: RunView) -> bool:
-    """Whether the run's THOUGHT steps run the reasoning loop: a REACT entity with tools."""
+    """Whether the run's THOUGHT steps run the reasoning loop: a REACT entity with tools, or
+    one that may hire (the built-in delegate tool, runs/engine/delegating.py)."""
     config = run.definition["logic_gate"]["reasoning_config"]
-    return config["reasoning_mode"] == REACT and any(
-        "function_schema" in tool for tool in run.definition["capabilities"]["tools"]
+    return config["reasoning_mode"] == REACT and (
+        any("function_schema" in tool for tool in run.definition["capabilities"]["tools"])
+        or delegating.offers(run.definition)
     )
 
 
 def offered(definition: Definition) -> dict[str, dict[str, Any]]:
     """The entity's tools by the function name the model sees: the function schema's name
     (else the tool id) with anything but letters, digits, `_` and `-` made `_`, cut to 64
-    characters, made unique with a number where two are alike."""
+    characters, made unique with a number where two are alike (and with the built-in
+    `delegate` tool's name, where the entity may hire)."""
     named: dict[str, dict[str, Any]] = {}
+    taken = {delegating.TOOL} if delegating.offers(definition) else set()
     for tool in definition["capabilities"]["tools"]:
         function = tool.get("function_schema")
         if function is None:
             continue
         base = _UNSAFE.sub("_", function.get("name") or tool["tool_id"]).strip("_") or "tool"
         name, n = base[:_NAME_CHARS], 1
-        while name in named:
+        while name in named or name in taken:
             n += 1
             name = f"{base[: _NAME_CHARS - len(str(n)) - 1]}_{n}"
         named[name] = tool
@@ -84,13 +88,18 @@ def reasoning_loop(
     record: StepRecord,
     messages: tuple[dict[str, Any], ...],
     schema: dict[str, Any] | None,
-) -> tuple[RunView, ModelReply | Failed | OverBudget | NeedsApproval, int]:
+) -> tuple[RunView, ModelReply | Failed | OverBudget | NeedsApproval | WaitingOnChildren, int]:
     """Turns until the model answers: the answer (a reply that calls no tool), or why the
-    loop stopped; and the number of model calls made (the index of the next)."""
+    loop stopped (WaitingOnChildren: it hired, and the run waits on its subordinates); and
+    the number of model calls made (the index of the next)."""
     from runs.engine import thoughts  # thoughts runs this loop
 
     tools = offered(run.definition)
     functions = function_schemas(tools)
+    hiring_from = None  # the delegation's templates, where the entity may hire
+    if delegating.offers(run.definition):
+        hiring_from = delegating.templates(engine, run)
+        functions += (delegating.function(run.definition, hiring_from),)
     conversation = list(messages)
     calls = 0  # the tool calls so far: the next one's index
     for turn in range(engine.max_tool_turns):
@@ -122,12 +131,31 @@ def reasoning_loop(
         if not called:
             return run, reply, turn + 1
         conversation.append(_assistant(reply, called))
-        for call in called:
-            run, result = _tool_call(engine, run, step, record, tools, call, calls)
-            calls += 1
+        answers: dict[int, str] = {}  # by the call's place in the turn
+        hires: list[tuple[int, int, Any]] = []  # delegate calls not made yet
+        for position, call in enumerate(called):
+            index, calls = calls, calls + 1
+            if hiring_from is not None and call["name"] == delegating.TOOL:
+                done = delegating.known(run, record, index)
+                if done is None:
+                    hires.append((position, index, call.get("arguments")))
+                else:
+                    answers[position] = done
+                continue
+            run, result = _tool_call(engine, run, step, record, tools, call, index)
             if isinstance(result, OverBudget | NeedsApproval | Failed):
                 return run, result, turn + 1
-            conversation.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+            answers[position] = result
+        if hires and hiring_from is not None:
+            asked = [(index, arguments) for _, index, arguments in hires]
+            run, hired = delegating.hire(engine, run, step, record, asked, hiring_from)
+            if isinstance(hired, WaitingOnChildren | NeedsApproval):
+                return run, hired, turn + 1
+            answers |= {position: hired[index] for position, index, _ in hires}
+        for position, call in enumerate(called):
+            conversation.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": answers[position]}
+            )
     turns = engine.max_tool_turns
     return (
         run,

@@ -7,11 +7,11 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from runs.engine import memory, strategies, summaries
+from runs.engine import delegating, memory, strategies, summaries
 from runs.engine import plan as plans
 from runs.engine.definition import ReasoningConfig
 from runs.engine.limits import NOTHING
-from runs.engine.outcomes import Completed, Failed, NeedsApproval, OverBudget
+from runs.engine.outcomes import Completed, Failed, NeedsApproval, OverBudget, WaitingOnChildren
 from runs.engine.ports import (
     PII_ALLOW,
     PII_ENCRYPT,
@@ -190,10 +190,13 @@ def prompt_messages(
 
 def thought_step(
     engine: Engine, run: RunView, step: dict[str, Any], record: StepRecord
-) -> tuple[RunView, StepRecord, Completed | Failed | OverBudget | NeedsApproval]:
+) -> tuple[
+    RunView, StepRecord, Completed | Failed | OverBudget | NeedsApproval | WaitingOnChildren
+]:
     """A THOUGHT step: one model call under the entity's prompt (a REACT entity with tools:
     the reasoning loop, runs/engine/react.py), its answer screened. The step's record as it
-    goes on (its input the prompt), and the outcome."""
+    goes on (its input the prompt), and the outcome (WaitingOnChildren: the loop hired
+    subordinates and the run waits on them)."""
     output_schema = run.definition["io_contract"]["output"]["schema"]
     data = engine._data(run)
     template = step.get("prompt_template") or (
@@ -215,8 +218,9 @@ def thought_step(
             run, answer, judge_index = react.reasoning_loop(
                 engine, run, step, record, messages, schema
             )
-            if isinstance(answer, Failed | OverBudget | NeedsApproval):
+            if isinstance(answer, Failed | OverBudget | NeedsApproval | WaitingOnChildren):
                 return run, record, answer
+            run = delegating.done(run)
             return _answered(engine, run, step, record, schema, answer, judge_index)
     strategy = strategies.strategy_of(run)
     if strategy is not None:  # REFLECTION, TREE_OF_THOUGHTS: several calls of the step
