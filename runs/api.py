@@ -330,6 +330,11 @@ class TraceNodeSerializer(serializers.Serializer):
     completed_at = serializers.DateTimeField(allow_null=True)
     error_code = serializers.CharField(allow_null=True)
     cost_usd = serializers.FloatField()
+    budget_usd = serializers.FloatField(
+        allow_null=True,
+        help_text="The run's own budget in US dollars (a hired subordinate's: set aside from "
+        "its hirer's while it works), or null when it spends its parent's.",
+    )
     tokens = serializers.IntegerField()
     tool_calls = ToolCallNodeSerializer(many=True)
     llm_calls = LLMCallNodeSerializer(many=True)

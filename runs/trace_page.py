@@ -56,6 +56,7 @@ NODE_FIELDS = (
     "completed_at",
     "execution_time_ms",
     "total_cost_usd",
+    "budget_usd",
     "total_tokens",
     "llm_calls",
     "tool_calls",
@@ -225,6 +226,7 @@ def _decorate(
     run.child_count = under.children
     run.duration = duration_label(run, now)
     run.cost = usd(run.total_cost_usd)
+    run.budget = usd(run.budget_usd) if run.budget_usd is not None else ""
     # The counters include the runs below; a node's own share is what its children leave.
     run.own_tokens = max(0, (run.total_tokens or 0) - under.tokens)
     run.own_cost = usd(max(Decimal(0), Decimal(str(run.total_cost_usd or 0)) - under.cost))

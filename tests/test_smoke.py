@@ -114,3 +114,35 @@ def test_the_demos_research_assistant_looks_things_up_before_it_answers(db):
     assert sorted(tools) == [("knowledge_search", True), ("market_statistics", True)]
     assert LLMCall.objects.filter(run=run).count() == 2  # it asked for them, then answered
     assert run.output_data["answer"].startswith("The tools returned:")
+
+
+def test_the_demos_coordinator_hires_a_specialist_per_deliverable_and_combines_their_work(db):
+    from runs.models import LLMCall, Run
+    from runs.selectors import trace_tree
+    from tests.support.queued_runs import Driver
+
+    call_command("setup_demo", stdout=StringIO())
+    demo = Workspace.objects.get(slug="demo")
+    coordinator = Entity.objects.get(workspace=demo, name="launch_coordinator")
+    brief = {
+        "brief": "Hierarch 1.0: design, run and govern hierarchical AI agents",
+        "deliverables": ["Write the headline", "Write the body copy", "Write a social post"],
+    }
+    run = Driver().run(coordinator, brief)
+
+    assert run.status == "COMPLETED", run.error_message
+    hired = Run.objects.filter(parent=run).order_by("group_index")
+    assert [(h.entity.name, h.role, h.status) for h in hired] == [
+        ("headline_writer", "Headline writer", "COMPLETED"),
+        ("copywriter", "Copywriter", "COMPLETED"),
+        ("social_post_writer", "Social post writer", "COMPLETED"),
+    ]
+    assert LLMCall.objects.filter(run=run).count() == 2  # it hired, then answered
+    announcement = run.output_data["announcement"]
+    for subordinate in hired:  # their work, combined
+        assert next(iter(subordinate.output_data.values())) in announcement
+    run.refresh_from_db()
+    assert run.budget_usd is not None and run.total_cost_usd <= run.budget_usd
+    nodes = [child["node"] for child in trace_tree(run)["trace_tree"]["children"]]
+    assert [node["budget_usd"] for node in nodes] == [0.05, 0.05, 0.05]
+    assert all(node["role"] and node["task"] and node["hired_reason"] for node in nodes)

@@ -24,6 +24,8 @@ FIXTURE = FIXTURES / "video_ad_process.json"
 HITL_FIXTURE = FIXTURES / "hitl_demo.json"
 # An agent that looks things up with its tools, turn after turn (REACT), before it answers.
 RESEARCH_FIXTURE = FIXTURES / "research_demo.json"
+# An agent that hires a specialist per deliverable at run time and combines their work.
+COORDINATOR_FIXTURE = FIXTURES / "coordinator_demo.json"
 
 
 class Command(BaseCommand):
@@ -60,7 +62,7 @@ class Command(BaseCommand):
                 user.save()
             membership_grant(workspace=workspace, user=user, role="admin")
             results = entities_import(workspace=workspace, definitions=read_import_file(FIXTURE))
-            for fixture in (HITL_FIXTURE, RESEARCH_FIXTURE):
+            for fixture in (HITL_FIXTURE, RESEARCH_FIXTURE, COORDINATOR_FIXTURE):
                 results += entities_import(
                     workspace=workspace, definitions=read_import_file(fixture)
                 )
