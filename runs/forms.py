@@ -195,6 +195,37 @@ class JSONField(forms.CharField):
         return json.dumps(value, indent=2, ensure_ascii=False)
 
 
+class LinesField(forms.CharField):
+    """A list of texts, one per line (blank lines dropped); a JSON list typed in is taken as
+    it is. Empty means "not given"."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "widget",
+            forms.Textarea(attrs={"rows": 4, "class": "lines-editor", "spellcheck": "true"}),
+        )
+        super().__init__(strip=False, **kwargs)
+
+    def to_python(self, value: Any) -> Any:
+        text = super().to_python(value)
+        if text in self.empty_values or not text.strip():
+            return None
+        if text.lstrip().startswith("["):
+            return form_json_loads(text)
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+    def validate(self, value: Any) -> None:
+        if value is None and self.required:
+            raise forms.ValidationError(self.error_messages["required"], code="required")
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, str) or value is None:
+            return value
+        if isinstance(value, list) and all(isinstance(v, str) and "\n" not in v for v in value):
+            return "\n".join(value)
+        return json.dumps(value, ensure_ascii=False)
+
+
 class ChoiceOfValues(forms.ChoiceField):
     """An enum: each option is the JSON of one allowed value, so 1 and "1" stay apart."""
 
@@ -305,6 +336,16 @@ def _field_for(name: str, spec: dict, required: bool) -> forms.Field:
         widget = forms.Textarea(attrs={"rows": 4, **attrs}) if long else forms.TextInput(attrs)
         # The schema judges lengths and patterns; the form keeps the text as typed.
         return forms.CharField(widget=widget, strip=False, **options)
+    items = spec.get("items")
+    if (
+        kind == "array"
+        and isinstance(items, dict)
+        and _single_type(items) == "string"
+        and not any(key in items for key in _COMBINATORS)
+    ):
+        more = "One per line."
+        options["help_text"] = f"{options['help_text']} {more}" if options["help_text"] else more
+        return LinesField(**options)
     return JSONField(**options)
 
 

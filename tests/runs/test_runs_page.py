@@ -484,8 +484,10 @@ class TestStartForm:
         assert re.search(r'<input type="checkbox" name="subtitles"[^>]*checked', page)
         assert re.search(r'<option value="&quot;friendly&quot;" selected>friendly</option>', page)
         assert '<option value="2">2</option>' in page
-        assert re.search(r'<textarea name="channels"[^>]*class="json-editor"', page)
+        # A list of texts: one per line.
+        assert re.search(r'<textarea name="channels"[^>]*class="lines-editor"', page)
         assert re.search(r'<label for="id_channels" class="required">', page)
+        assert "One per line." in page
         assert 'id="input-schema"' in page
         assert "Start the run" in page
 
@@ -541,6 +543,16 @@ class TestStartForm:
             "tone": "friendly",
             "channels": ["youtube", "tiktok"],
         }
+
+    def test_a_list_of_texts_is_typed_one_per_line(self, client, olga, video):
+        client.force_login(olga)
+        lines = "youtube\r\n\r\n  tiktok  \r\n"
+        response = client.post(start_url(video), typed(channels=lines))
+        assert response.status_code == 302
+        assert Run.objects.get(entity=video).input_data["channels"] == ["youtube", "tiktok"]
+        blank = client.post(start_url(video), typed(channels=" \n "), headers=HTMX)
+        assert "This field is required." in field_error(blank, "channels")
+        assert Run.objects.count() == 1
 
     def test_input_that_breaks_the_schema_comes_back_at_its_fields_and_starts_nothing(
         self, client, olga, video
