@@ -23,10 +23,12 @@ if settings.HIERARCH_EXECUTOR == "inline":
     # The server process is the executor: it also sweeps (at once, then every
     # HIERARCH_ENGINE["SWEEP_SECONDS"]), so runs a killed or restarted server left behind resume.
     from approvals.timers import start_approval_timer
+    from runs.gateway import warm_up
     from runs.sweeper import start_inline_sweeper
 
     start_inline_sweeper()
     start_approval_timer()
+    warm_up()  # the model library's import, before the first run needs it
 
 if settings.HIERARCH_LIVE_RELAY["ENABLED"]:
     # No Redis: the in-memory layer reaches this process's sockets only; the relay brings in

@@ -60,6 +60,13 @@ _PREFIXES = re.compile(r"^(?:(?:litellm\.)?\w*(?:Error|Exception|Timeout)(?::\s*
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
+def warm_up() -> None:
+    """Import litellm now, in a daemon thread: a server that runs the engine itself (the
+    inline executor) pays the seconds of its import when it starts, not in the first run
+    a person starts. A call made meanwhile waits for the same import."""
+    threading.Thread(target=litellm_module, name="hierarch-litellm-import", daemon=True).start()
+
+
 def litellm_module() -> ModuleType:
     """litellm, imported once with the offline provider registered."""
     global _litellm
