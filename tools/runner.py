@@ -14,6 +14,10 @@
 5. takes every echo of the call's credentials, in any encoding, out of what the adapter
    returned or raised (`governance/secret_redaction.py`), before anything stores it.
 
+`prepare` does steps 1 to 3 and hands back the call ready to be made (`PreparedCall`), and
+`call_all` makes several of them at once where they wait on the network: the reasoning loop
+runs the READ calls a model asks for in one turn that way (runs/engine/tool_steps.py).
+
 A sandboxed call has no external effect (it records the call and returns a realistic result),
 so it is neither counted against the rate limit, which guards the real API's quota, nor
 checked against the permission, which guards effects, nor given credentials it would not use.
@@ -29,8 +33,11 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from runs.engine.ports import (
@@ -83,6 +90,15 @@ class RegistryToolRunner:
 
     def invoke(self, invocation: ToolInvocation) -> ToolResult:
         """Run one call; raise ToolError (permanent or not) when it fails."""
+        prepared = self.prepare(invocation)
+        if self.before_waiting is not None and prepared.waits_on_network:
+            self.before_waiting()
+        return prepared.call()
+
+    def prepare(self, invocation: ToolInvocation) -> PreparedCall:
+        """Steps 1 to 3 on the caller's thread (they read the database, the vault and the
+        rate limiter): the call itself comes back ready to be made, on any thread. Raises
+        the first refusal as `invoke` does."""
         tool = invocation.tool
         tool_id = str(tool.get("tool_id", "?"))
         function_schema = tool.get("function_schema") or {}
@@ -104,39 +120,28 @@ class RegistryToolRunner:
             credentials=credentials,
             traceparent=invocation.traceparent,
         )
-        if self.before_waiting is not None and builtin.waits_on_network and not sandboxed:
-            self.before_waiting()
-        started = self.clock()
-        try:
-            output = adapter(invocation.arguments, context)
-        except ToolError as exc:
-            if credentials is None:
-                raise
-            # An error may quote what the server answered (a reason phrase, a body).
-            raise ToolError(
-                credentials.redact(str(exc)),
-                permanent=exc.permanent,
-                code=exc.code,
-                retry_after_s=exc.retry_after_s,
-            ) from None
-        except Exception as exc:
-            logger.warning("tool %s (%s) raised %s", tool_id, builtin.name, type(exc).__name__)
-            logger.debug("tool %s failure", tool_id, exc_info=True)
-            raise ToolError(
-                f"tool {tool_id} failed unexpectedly ({type(exc).__name__}); it may succeed "
-                "if tried again"
-            ) from None
-        latency_ms = max(0, round((self.clock() - started) * 1000))
-        replayed = isinstance(output, Replayed)
-        if replayed:
-            output = output.output
-        if credentials is not None:
-            # The one place an echo of a credential is taken out, whatever the adapter and
-            # however the server encoded it: every string and key of the decoded answer.
-            output = credentials.redact(output)
-        return ToolResult(
-            output=_as_json(output, tool_id), latency_ms=latency_ms, replayed=replayed
+        return PreparedCall(
+            adapter=adapter,
+            arguments=invocation.arguments,
+            context=context,
+            credentials=credentials,
+            tool_id=tool_id,
+            builtin_name=builtin.name,
+            clock=self.clock,
+            waits_on_network=builtin.waits_on_network and not sandboxed,
         )
+
+    def call_all(self, prepared: list[PreparedCall]) -> list[ToolResult | ToolError]:
+        """Make several prepared calls (READ calls a model asked for in one turn): at the
+        same time when two or more wait on the network, each on a thread of a small shared
+        pool, else one after the other; each call's result or error, in their order. The
+        caller's database connection goes back to the pool first, as for one call."""
+        waiting = sum(1 for call in prepared if call.waits_on_network)
+        if waiting and self.before_waiting is not None:
+            self.before_waiting()
+        if waiting < 2:
+            return [_outcome(call) for call in prepared]
+        return list(_call_pool().map(_outcome, prepared))
 
     def needs_approval(
         self, tool: Mapping[str, Any], workspace_id: int, caller_id: Any
@@ -203,6 +208,79 @@ class RegistryToolRunner:
                 permanent=True,
             )
         return builtin
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """A call admitted by `RegistryToolRunner.prepare`: `call()` runs its adapter (on any
+    thread: it touches no database) and takes every echo of its credentials out of what
+    comes back."""
+
+    adapter: Callable[[dict[str, Any], ToolContext], Any]
+    arguments: dict[str, Any]
+    context: ToolContext
+    credentials: Credentials | None
+    tool_id: str
+    builtin_name: str
+    clock: Callable[[], float]
+    waits_on_network: bool
+
+    def call(self) -> ToolResult:
+        started = self.clock()
+        try:
+            output = self.adapter(self.arguments, self.context)
+        except ToolError as exc:
+            if self.credentials is None:
+                raise
+            # An error may quote what the server answered (a reason phrase, a body).
+            raise ToolError(
+                self.credentials.redact(str(exc)),
+                permanent=exc.permanent,
+                code=exc.code,
+                retry_after_s=exc.retry_after_s,
+            ) from None
+        except Exception as exc:
+            logger.warning(
+                "tool %s (%s) raised %s", self.tool_id, self.builtin_name, type(exc).__name__
+            )
+            logger.debug("tool %s failure", self.tool_id, exc_info=True)
+            raise ToolError(
+                f"tool {self.tool_id} failed unexpectedly ({type(exc).__name__}); it may "
+                "succeed if tried again"
+            ) from None
+        latency_ms = max(0, round((self.clock() - started) * 1000))
+        replayed = isinstance(output, Replayed)
+        if replayed:
+            output = output.output
+        if self.credentials is not None:
+            # The one place an echo of a credential is taken out, whatever the adapter and
+            # however the server encoded it: every string and key of the decoded answer.
+            output = self.credentials.redact(output)
+        return ToolResult(
+            output=_as_json(output, self.tool_id), latency_ms=latency_ms, replayed=replayed
+        )
+
+
+def _outcome(call: PreparedCall) -> ToolResult | ToolError:
+    try:
+        return call.call()
+    except ToolError as exc:
+        return exc
+
+
+_POOL_THREADS = 8  # READ calls of one turn in flight at once, per process
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _call_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(
+                max_workers=_POOL_THREADS, thread_name_prefix="hierarch-tool"
+            )
+        return _pool
 
 
 def _as_json(output: Any, tool_id: str) -> Any:

@@ -11,8 +11,11 @@ index, each tool call under the step's key and its running index, the moment it 
 loop re-entered (a worker died, a person decided, a rate limit let the call through) replays
 from those records: the same conversation, with no call that had returned made again.
 
-Tool calls of one turn run one after the other: each records itself through the store in
-its own commit, and the store's connection and buffered writes belong to one thread.
+The calls of one turn are checked first, in their order (a person asked before any of them
+is made). Then they are made in that order, except that consecutive READ calls are made at the
+same time where they wait on the network (`tool_steps.invoke_tools`): only the calls run on
+other threads; their admission and their records stay on the engine's thread, which owns the
+store's connection and buffered writes.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from runs.engine import checkpoints, delegating, endings, tool_steps
-from runs.engine.outcomes import Failed, NeedsApproval, OverBudget, WaitingOnChildren
+from runs.engine.outcomes import Completed, Failed, NeedsApproval, OverBudget, WaitingOnChildren
 from runs.engine.ports import LIMIT_EXCEEDED, TIMEOUT, ModelReply
 from runs.engine.state import RunView, StepRecord
 
@@ -133,6 +136,7 @@ def reasoning_loop(
         conversation.append(_assistant(reply, called))
         answers: dict[int, str] = {}  # by the call's place in the turn
         hires: list[tuple[int, int, Any]] = []  # delegate calls not made yet
+        approved: list[tuple[int, dict[str, Any], checkpoints.Approved, int]] = []
         for position, call in enumerate(called):
             index, calls = calls, calls + 1
             if hiring_from is not None and call["name"] == delegating.TOOL:
@@ -142,10 +146,20 @@ def reasoning_loop(
                 else:
                     answers[position] = done
                 continue
-            run, result = _tool_call(engine, run, step, record, tools, call, index)
-            if isinstance(result, OverBudget | NeedsApproval | Failed):
-                return run, result, turn + 1
-            answers[position] = result
+            run, checked = _checked(engine, run, step, record, tools, call, index)
+            if isinstance(checked, NeedsApproval):
+                return run, checked, turn + 1
+            if isinstance(checked, str):
+                answers[position] = checked
+            else:
+                approved.append((position, *checked, index))
+        run, made, stopped = tool_steps.invoke_tools(
+            engine, run, record, [(tool, ok, index) for _, tool, ok, index in approved]
+        )
+        for (position, *_), outcome in zip(approved, made, strict=False):
+            answers[position] = _result(outcome)
+        if stopped is not None:  # a limit with no room, or a rate limit to wait for
+            return run, stopped, turn + 1
         if hires and hiring_from is not None:
             asked = [(index, arguments) for _, index, arguments in hires]
             run, hired = delegating.hire(engine, run, step, record, asked, hiring_from)
@@ -169,7 +183,7 @@ def reasoning_loop(
     )
 
 
-def _tool_call(
+def _checked(
     engine: Engine,
     run: RunView,
     step: dict[str, Any],
@@ -177,10 +191,10 @@ def _tool_call(
     tools: dict[str, dict[str, Any]],
     call: dict[str, Any],
     index: int,
-) -> tuple[RunView, str | Failed | OverBudget | NeedsApproval]:
-    """One call the model asked for, through the TOOL_CALL step's path: what goes back to
-    the model (the result, or the refusal as an error it can read); or what stops the loop
-    (a limit with no room, a person to ask, a rate limit to wait for)."""
+) -> tuple[RunView, tuple[dict[str, Any], checkpoints.Approved] | str | NeedsApproval]:
+    """One call the model asked for, before it is made, through the TOOL_CALL step's path:
+    the tool and the arguments to call it with; the refusal the model hears (a person said
+    no, the safety rails forbid it); or a person to ask first."""
     tool = tools[call["name"]]  # the gateway refuses a reply that calls a tool not offered
     arguments = call.get("arguments") or {}
     run, approved = checkpoints.tool_approval(engine, run, step, tool, arguments, record, index)
@@ -191,15 +205,15 @@ def _tool_call(
     refused = tool_steps.check_tool_call(engine, run, tool, approved.arguments, engine._data(run))
     if refused is not None:
         return run, _refusal(refused)
-    run, outcome = tool_steps.invoke_tool(engine, run, tool, approved, record, index)
-    if isinstance(outcome, OverBudget):
-        return run, outcome
+    return run, (tool, approved)
+
+
+def _result(outcome: Completed | Failed) -> str:
+    """What a call returned, as the model reads it: its output, or why it failed."""
     if isinstance(outcome, Failed):
-        if outcome.retry_after_s is not None:
-            return run, outcome  # a rate limit: the step waits its turn, then replays
-        return run, _refusal(outcome)
+        return _refusal(outcome)
     text = json.dumps(outcome.output, default=str, ensure_ascii=False, sort_keys=True)
-    return run, text if len(text) <= _RESULT_CHARS else text[: _RESULT_CHARS - 1] + "…"
+    return text if len(text) <= _RESULT_CHARS else text[: _RESULT_CHARS - 1] + "…"
 
 
 def _refusal(failed: Failed) -> str:

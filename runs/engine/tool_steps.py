@@ -3,7 +3,7 @@ its idempotency key."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from runs.engine import checkpoints, hitl, thoughts
@@ -17,6 +17,7 @@ from runs.engine.ports import (
     ToolCall,
     ToolError,
     ToolInvocation,
+    ToolResult,
 )
 from runs.engine.state import (
     RunView,
@@ -106,6 +107,89 @@ def invoke_tool(
     """The tool call with its idempotency key, recorded the moment it returns; a replay
     reuses the recorded result. `index`: the call's place among a step's several calls (a
     reasoning loop's), in its key."""
+    run, begun = _begin(engine, run, tool, approved, record, index)
+    if not isinstance(begun, _Pending):
+        return run, begun
+    try:
+        result: ToolResult | ToolError = engine.tools.invoke(begun.invocation)
+    except ToolError as exc:  # the tool port's failure becomes the step's
+        result = exc
+    return _finish(engine, run, record, begun, result)
+
+
+def invoke_tools(
+    engine: Engine,
+    run: RunView,
+    record: StepRecord,
+    calls: list[tuple[dict[str, Any], checkpoints.Approved, int]],
+) -> tuple[RunView, list[Completed | Failed], OverBudget | Failed | None]:
+    """Several calls a model asked for in one turn (each: the tool, its approved arguments,
+    its index in the step), in their order as `invoke_tool` makes them, except that
+    consecutive READ calls are made at the same time where the tool runner can (its
+    `prepare` and `call_all`: several waiting on the network at once). Answers each call's
+    outcome as far as they went, and what stopped them: no room for the next call
+    (OverBudget), or a rate limit to wait for (Failed with `retry_after_s`)."""
+    runner: Any = engine.tools
+    concurrent = hasattr(runner, "prepare") and hasattr(runner, "call_all")
+    outcomes: list[Completed | Failed] = []
+    batch: list[tuple[_Pending, Any]] = []
+
+    def flush(run: RunView) -> RunView:
+        made = runner.call_all([prepared for _, prepared in batch]) if batch else []
+        for (pending, _), result in zip(batch, made, strict=True):
+            run, outcome = _finish(engine, run, record, pending, result)
+            outcomes.append(outcome)
+        batch.clear()
+        return run
+
+    for tool, approved, index in calls:
+        reading = concurrent and tool.get("permissions") == "READ"
+        if not reading:
+            run = flush(run)
+            run, outcome = invoke_tool(engine, run, tool, approved, record, index)
+            if isinstance(outcome, OverBudget):
+                return run, outcomes, outcome
+            outcomes.append(outcome)
+            if isinstance(outcome, Failed) and outcome.retry_after_s is not None:
+                return run, outcomes, outcome
+            continue
+        run, begun = _begin(engine, run, tool, approved, record, index)
+        if isinstance(begun, OverBudget):
+            return flush(run), outcomes, begun
+        if isinstance(begun, Completed):  # recorded before: read back
+            run = flush(run)
+            outcomes.append(begun)
+            continue
+        try:
+            batch.append((begun, runner.prepare(begun.invocation)))
+        except ToolError as exc:  # refused before the call: a permission, a rate limit
+            run = flush(run)
+            run, failed = _finish(engine, run, record, begun, exc)
+            outcomes.append(failed)
+            if isinstance(failed, Failed) and failed.retry_after_s is not None:
+                return run, outcomes, failed
+    return flush(run), outcomes, None
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A call about to be made: its invocation, what its log row keeps of it, and what was
+    set aside for it."""
+
+    invocation: ToolInvocation
+    logged: ToolInvocation
+    reserved: Any
+
+
+def _begin(
+    engine: Engine,
+    run: RunView,
+    tool: dict[str, Any],
+    approved: checkpoints.Approved,
+    record: StepRecord,
+    index: int | None,
+) -> tuple[RunView, _Pending | Completed | OverBudget]:
+    """Before a call: its recorded result (a replay), no room for it, or the call to make."""
     key = f"{run.id}:{record.key}:{record.iteration}:{record.attempt}"
     if index is not None:
         key = f"{key}:{index}"
@@ -131,20 +215,28 @@ def invoke_tool(
         if refusal is not None:
             return run, OverBudget(refusal)
         reserved = NOTHING
-    logged = tool_for_the_log(engine, run, invocation)
-    try:
-        result = engine.tools.invoke(invocation)
-    except ToolError as exc:  # the tool port's failure becomes the step's
-        error = thoughts.protect(engine, run, str(exc))
-        run = engine._record(run, ToolCall(record, logged, None, error, reserved))
+    return run, _Pending(invocation, tool_for_the_log(engine, run, invocation), reserved)
+
+
+def _finish(
+    engine: Engine,
+    run: RunView,
+    record: StepRecord,
+    pending: _Pending,
+    result: ToolResult | ToolError,
+) -> tuple[RunView, Completed | Failed]:
+    """After a call: recorded the moment it returned, its failure as the step's."""
+    if isinstance(result, ToolError):
+        error = thoughts.protect(engine, run, str(result))
+        run = engine._record(run, ToolCall(record, pending.logged, None, error, pending.reserved))
         return run, Failed(
-            exc.code,
-            str(exc),
-            retryable=not exc.permanent,
-            retry_after_s=getattr(exc, "retry_after_s", None),
+            result.code,
+            str(result),
+            retryable=not result.permanent,
+            retry_after_s=getattr(result, "retry_after_s", None),
         )
     kept = replace(result, output=thoughts.protect(engine, run, result.output))
-    run = engine._record(run, ToolCall(record, logged, kept, reserved=reserved))
+    run = engine._record(run, ToolCall(record, pending.logged, kept, reserved=pending.reserved))
     return run, Completed(result.output)
 
 
