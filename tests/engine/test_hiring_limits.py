@@ -20,9 +20,12 @@ from django.utils import timezone
 from entities.models import Workspace
 from governance.models import AuditAction, AuditRecord
 from runs import services
+from runs.engine import hiring
 from runs.engine.limits import month_start
+from runs.engine.state import RunView
 from runs.models import Run
 from tests.factories import WorkspaceFactory
+from tests.factories import definition as factory_definition
 from tests.marks import postgresql_only
 from tests.support.runs import io, step
 from tests.support.worlds import OrmWorld, World
@@ -222,9 +225,8 @@ def test_the_quota_check_costs_a_hires_spawn_one_statement(acme):
 
     assert world.status(run) == "WAITING", world.error(run)
     table = Workspace._meta.db_table
-    assert [q["sql"] for q in spawn.captured_queries if table in q["sql"]] == [
-        next(q["sql"] for q in spawn.captured_queries if table in q["sql"])
-    ]
+    (checked,) = [q["sql"] for q in spawn.captured_queries if table in q["sql"]]
+    assert checked.startswith("UPDATE")  # the check and the hold, in one statement
     assert world.quota_held() == Decimal("0.2")
 
 
@@ -330,3 +332,62 @@ def test_a_firing_by_a_time_limit_is_audited(acme):
         "by": "limit",
         "hired_by": run,
     }
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "message", "fired"),
+    [
+        ("COMPLETED", "", "", None),
+        (
+            "FAILED",
+            "TIMEOUT",
+            "the run passed its deadline",
+            (
+                "its hirer coordinator passed its time limit (timeout_ms 60000, or an ancestor's)",
+                "limit",
+            ),
+        ),
+        (
+            "FAILED",
+            "LIMIT_EXCEEDED",
+            "budget_exhausted: coordinator has spent $1",
+            (
+                "its hirer coordinator reached a limit: budget_exhausted: coordinator has spent $1",
+                "limit",
+            ),
+        ),
+        (
+            "FAILED",
+            "TOOL_FAILURE",
+            "boom",
+            ("its hirer coordinator ended FAILED: TOOL_FAILURE", "hirer"),
+        ),
+        (
+            "CANCELLED",
+            "CANCELLED",
+            "the run was cancelled",
+            ("its hirer coordinator was cancelled", "hirer"),
+        ),
+    ],
+)
+def test_why_a_hirers_end_fires_its_hires(status, code, message, fired):
+    definition = factory_definition(
+        "coordinator", "AGENT", governance={"execution_limits": {"timeout_ms": 60_000}}
+    )
+    run = RunView(
+        id="r",
+        trace_id="r",
+        workspace_id=1,
+        definition=definition,
+        status="RUNNING",
+        input={},
+        state={hiring.HIRES_KEY: 1},
+        plan=None,
+        cursor=0,
+        iteration=1,
+        depth=0,
+        parent_id=None,
+    ).ended(status, code, message)
+
+    assert hiring.fired_with(run) == fired
+    assert hiring.fired_with(run.without_state(hiring.HIRES_KEY)) is None  # it hired nobody
