@@ -839,32 +839,37 @@ def _month_spent(table: str) -> str:
 def quota_hold(workspace_id: int, amount: Decimal, month_start: datetime) -> Later:
     """Check a spawn's hires against the workspace's monthly cost quota and set `amount`
     (their budgets that count against it) aside, in one conditional UPDATE of the
-    workspace's row (runs/engine/limits.py `quota_room`): False (`Later`; nothing written)
-    when the quota has no room. Two hires at once take turns on the row, and the second
-    reads what the first set aside (PostgreSQL re-reads a row it waited for)."""
+    workspace's row (runs/engine/limits.py `quota_room`; with nothing to set aside, a read):
+    False (`Later`; nothing written) when the quota has no room. Two hires at once take
+    turns on the row, and the second reads what the first set aside (PostgreSQL re-reads a
+    row it waited for)."""
     connection = connections[DEFAULT_DB_ALIAS]
     held = prep(Workspace, "quota_held_usd", amount, connection)
     spent = _month_spent(quote(Run._meta.db_table))
     quota = "monthly_cost_quota_usd"
     since = prep(Run, "created_at", month_start, connection)
+    room = f"{quota} IS NULL OR {spent} < {quota}"  # nothing was spent past it this month
+    table = quote(Workspace._meta.db_table)
+    if not amount:  # nothing to hold: a read, which locks nothing
+        return _ask(
+            connection,
+            f"SELECT 1 FROM {table} WHERE id = %s AND ({room})",  # noqa: S608
+            [workspace_id, workspace_id, since],
+            _found,
+        )
+    # ... and the budgets fit with what hires under way hold
+    room = f"{quota} IS NULL OR ({spent} < {quota} AND {spent} + quota_held_usd + %s <= {quota})"
     return _ask(
         connection,
-        f"UPDATE {quote(Workspace._meta.db_table)} "  # noqa: S608
-        "SET quota_held_usd = quota_held_usd + %s "
-        f"WHERE id = %s AND ({quota} IS NULL OR ({spent} < {quota} "
-        f"AND (%s = 0 OR {spent} + quota_held_usd + %s <= {quota})))",
-        [
-            held,
-            workspace_id,
-            workspace_id,
-            since,
-            held,
-            workspace_id,
-            since,
-            held,
-        ],
+        f"UPDATE {table} SET quota_held_usd = quota_held_usd + %s "  # noqa: S608
+        f"WHERE id = %s AND ({room})",
+        [held, workspace_id, workspace_id, since, workspace_id, since, held],
         functools.partial(_changed, rows=1),
     )
+
+
+def _found(cursor: Any) -> bool:
+    return cursor.fetchone() is not None
 
 
 def quota_figures(
