@@ -32,6 +32,10 @@ class Workspace(models.Model):
         blank=True,
         help_text="How many runs each person may start in a calendar month (UTC).",
     )
+    # What subordinates hired with budgets of their own hold of the monthly cost quota while
+    # they run (runs/engine/limits.py `quota_hold`): set aside at each hire in one conditional
+    # UPDATE of this row, so two hires at once never both take the last of the quota.
+    quota_held_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
     slack_webhook_secret = models.CharField(
         max_length=200,
         blank=True,

@@ -220,7 +220,13 @@ class RunMetricsSerializer(serializers.Serializer):
 ROLE_HELP = "A hired subordinate's role, as its hirer gave it; null for a designed run."
 TASK_HELP = "A hired subordinate's task, as its hirer gave it; null for a designed run."
 REASON_HELP = "Why its hirer hired it; null for a designed run."
-FIRED_HELP = "Why it was fired (POST /runs/{id}/fire); null unless it was."
+FIRED_HELP = (
+    "Why it was fired (POST /runs/{id}/fire, or its hirer ended while it ran); null unless it was."
+)
+FIRED_BY_HELP = (
+    'Who fired it: an operator ("operator <name>"), "limit" (its hirer\'s time limit or '
+    'budget) or "hirer" (its hirer failed or was cancelled); null unless it was fired.'
+)
 
 
 class ChildRunSerializer(serializers.Serializer):
@@ -236,6 +242,7 @@ class ChildRunSerializer(serializers.Serializer):
     task = serializers.CharField(required=False, help_text=TASK_HELP)
     hired_reason = serializers.CharField(required=False, help_text=REASON_HELP)
     fired_reason = serializers.CharField(required=False, allow_null=True, help_text=FIRED_HELP)
+    fired_by = serializers.CharField(required=False, allow_null=True, help_text=FIRED_BY_HELP)
 
 
 class AttentionReasonSerializer(serializers.Serializer):
@@ -342,6 +349,7 @@ class TraceNodeSerializer(serializers.Serializer):
     task = serializers.CharField(allow_null=True, help_text=TASK_HELP)
     hired_reason = serializers.CharField(allow_null=True, help_text=REASON_HELP)
     fired_reason = serializers.CharField(allow_null=True, help_text=FIRED_HELP)
+    fired_by = serializers.CharField(allow_null=True, help_text=FIRED_BY_HELP)
 
 
 class TraceTreeSerializer(serializers.Serializer):

@@ -88,7 +88,7 @@ def run_document(run: Run) -> dict:
                 "status": c.status,
                 # A hired subordinate's hire; a designed child has the seed's keys only.
                 **(
-                    _hire_of(c.role, c.task, c.hired_reason, c.fired_reason)
+                    _hire_of(c.role, c.task, c.hired_reason, c.fired_reason, c.fired_by)
                     if c.hired_by_id
                     else {}
                 ),
@@ -99,9 +99,15 @@ def run_document(run: Run) -> dict:
     }
 
 
-def _hire_of(role: Any, task: Any, reason: Any, fired: Any) -> dict[str, Any]:
+def _hire_of(role: Any, task: Any, reason: Any, fired: Any, fired_by: Any) -> dict[str, Any]:
     """A run's hire (runs/engine/hiring.py): null for a run its entity's design started."""
-    return {"role": role, "task": task, "hired_reason": reason, "fired_reason": fired}
+    return {
+        "role": role,
+        "task": task,
+        "hired_reason": reason,
+        "fired_reason": fired,
+        "fired_by": fired_by,
+    }
 
 
 def trace_tree(run: Run) -> dict:
@@ -128,6 +134,7 @@ def trace_tree(run: Run) -> dict:
             "task",
             "hired_reason",
             "fired_reason",
+            "fired_by",
         )
     )
     tools = _trace_tool_calls(run.trace_id)

@@ -35,6 +35,7 @@ import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, models, transaction
 
+from entities.models import Workspace
 from runs.models import LLMCall, Run, RunEvent, StepRun, ToolCall, TraceSequence
 
 # Each function takes the thread's connection once (`connections[DEFAULT_DB_ALIAS]`):
@@ -823,6 +824,79 @@ def reserve_budget(anchor: str, amount: Decimal) -> Later:
         "WHERE id = %s AND total_cost_usd + reserved_usd + %s <= budget_usd",
         [held, run_id_param(anchor, connection), held],
         functools.partial(_changed, rows=1),
+    )
+
+
+def _month_spent(table: str) -> str:
+    """What the workspace's root runs created since a time cost (`_within_quotas`' figure):
+    a scalar subquery taking the workspace's id and the time."""
+    return (
+        f"(SELECT COALESCE(SUM(r.total_cost_usd), 0) FROM {table} r "  # noqa: S608
+        "WHERE r.workspace_id = %s AND r.parent_id IS NULL AND r.created_at >= %s)"
+    )
+
+
+def quota_hold(workspace_id: int, amount: Decimal, month_start: datetime) -> Later:
+    """Check a spawn's hires against the workspace's monthly cost quota and set `amount`
+    (their budgets that count against it) aside, in one conditional UPDATE of the
+    workspace's row (runs/engine/limits.py `quota_room`; with nothing to set aside, a read):
+    False (`Later`; nothing written) when the quota has no room. Two hires at once take
+    turns on the row, and the second reads what the first set aside (PostgreSQL re-reads a
+    row it waited for)."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    held = prep(Workspace, "quota_held_usd", amount, connection)
+    spent = _month_spent(quote(Run._meta.db_table))
+    quota = "monthly_cost_quota_usd"
+    since = prep(Run, "created_at", month_start, connection)
+    room = f"{quota} IS NULL OR {spent} < {quota}"  # nothing was spent past it this month
+    table = quote(Workspace._meta.db_table)
+    if not amount:  # nothing to hold: a read, which locks nothing
+        return _ask(
+            connection,
+            f"SELECT 1 FROM {table} WHERE id = %s AND ({room})",  # noqa: S608
+            [workspace_id, workspace_id, since],
+            _found,
+        )
+    # ... and the budgets fit with what hires under way hold
+    room = f"{quota} IS NULL OR ({spent} < {quota} AND {spent} + quota_held_usd + %s <= {quota})"
+    return _ask(
+        connection,
+        f"UPDATE {table} SET quota_held_usd = quota_held_usd + %s "  # noqa: S608
+        f"WHERE id = %s AND ({room})",
+        [held, workspace_id, workspace_id, since, workspace_id, since, held],
+        functools.partial(_changed, rows=1),
+    )
+
+
+def _found(cursor: Any) -> bool:
+    return cursor.fetchone() is not None
+
+
+def quota_figures(
+    workspace_id: int, month_start: datetime
+) -> tuple[str, Decimal, Decimal, Decimal]:
+    """The workspace's name, monthly cost quota, what it spent this month and what hires
+    hold of it (for a refusal's message)."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    spent = _month_spent(quote(Run._meta.db_table))
+    with _cursor(connection) as cursor:
+        cursor.execute(
+            f"SELECT name, monthly_cost_quota_usd, {spent}, quota_held_usd "  # noqa: S608
+            f"FROM {quote(Workspace._meta.db_table)} WHERE id = %s",
+            [workspace_id, prep(Run, "created_at", month_start, connection), workspace_id],
+        )
+        name, quota, used, held = cursor.fetchone()
+    return name, _dollars(quota), _dollars(used), _dollars(held)
+
+
+def quota_release(workspace_id: int, amount: Decimal) -> None:
+    """A hire that held part of its workspace's monthly cost quota ended: give it back."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    _send(
+        connection,
+        f"UPDATE {quote(Workspace._meta.db_table)} "  # noqa: S608
+        "SET quota_held_usd = quota_held_usd - %s WHERE id = %s",
+        [prep(Workspace, "quota_held_usd", amount, connection), workspace_id],
     )
 
 

@@ -53,8 +53,14 @@ from runs.engine.core import (
     no_room_for_children,
     run_limits,
 )
-from runs.engine.hiring import hired_fields
-from runs.engine.limits import hired_limits
+from runs.engine.hiring import fired_with, hired_fields
+from runs.engine.limits import (
+    QUOTA_HELD_KEY,
+    hired_limits,
+    month_start,
+    quota_hold,
+    quota_refused,
+)
 from runs.engine.limits import lifetime_left as core_lifetime_left
 from runs.engine.observability import child_export_trace, events_kept
 from runs.engine.pii_copies import PiiCopies
@@ -773,12 +779,44 @@ class OrmRunStore(DispatchingStore):
         if run.budget_anchor is not None and estimate:
             sql.unreserve(run.budget_anchor, estimate)
 
-    def _cancel_descendants(self, run: RunView) -> list[str]:
+    def _cancel_descendants(self, run: RunView, fired: tuple[str, str] | None) -> list[str]:
+        """Ask the run's unfinished descendants to stop, as it ends; `fired` (reason, by:
+        `hiring.fired_with`) is recorded on those it hired directly, with a `run.fired`
+        event and a RUN_FIRED audit record each, as `run_fire` records an operator's, in
+        the same transaction as the cancel. A run that was fired itself fires nobody: its
+        hires are cancelled with it."""
         self._flush(run)  # a held-back child's end first
-        found = descendants(run.id, _unfinished_children)
-        if found:
-            Run.objects.filter(pk__in=found).update(cancel_requested=True)
+        with transaction.atomic():
+            if fired is not None:
+                self._fire_hires(run, *fired)
+            found = descendants(run.id, _unfinished_children)
+            if found:
+                Run.objects.filter(pk__in=found).update(cancel_requested=True)
         return [str(pk) for pk in found]
+
+    @staticmethod
+    def _fire_hires(run: RunView, reason: str, by: str) -> None:
+        hires = list(
+            Run.objects.select_for_update(of=("self",))
+            .filter(hired_by_id=run.id, fired_reason__isnull=True)
+            .exclude(status__in=TERMINAL)
+            .exclude(hired_by__fired_reason__isnull=False)
+            .values_list("pk", "role")
+        )
+        if not hires:
+            return
+        Run.objects.filter(pk__in=[pk for pk, _ in hires]).update(fired_reason=reason, fired_by=by)
+        for pk, role in hires:
+            audit_record(
+                workspace=run.workspace_id,
+                action=AuditAction.RUN_FIRED,
+                object_type="run",
+                object_id=pk,
+                object_label=str(role or "")[:200],
+                after={"reason": reason, "by": by, "hired_by": run.id},
+            )
+        event = ("run.fired", {"reason": reason, "by": by})
+        OrmRunStore._append([(run.trace_id, str(pk), [event]) for pk, _ in hires])
 
     # -- the port: commits, records, reads ----------------------------------------------------
 
@@ -794,7 +832,8 @@ class OrmRunStore(DispatchingStore):
             taken = ids[0] if ids and self._holds(ids[0]) else None
             done = ports.Committed(run, child_ids=tuple(ids), taken=taken)
         elif isinstance(t, ports.Finish):
-            stopped = self._cancel_descendants(run) if t.stop_descendants else []
+            fired = fired_with(run)  # its unfinished hires are fired with it
+            stopped = self._cancel_descendants(run, fired) if t.stop_descendants or fired else []
             run, woken = self._end(run, t)
             taken = woken if woken is not None and self._holds(woken) else None
             done = ports.Committed(run, woken=woken, stopped=tuple(stopped), taken=taken)
@@ -841,16 +880,19 @@ class OrmRunStore(DispatchingStore):
             and not careful
             and not (run.cancel_requested or run.limited or run.budget_anchor)
             and run_limits(definitions[0], "", None)["budget_usd"] is None
+            and (children[0].hire is None or children[0].hire.budget_usd is None)
             and self._held_spawn is None
         ):
             return self._hold_spawn(run, children, steps, events, found, definitions, group, now)
         rows: list[dict[str, Any]] = []
         with self._transaction(run, careful=careful):
-            reserve = self._child_rows(
+            reserve, quota = self._child_rows(
                 run, children, found, definitions, lifetimes, group, now, rows, events
             )
             taken, steps, items = take_pending(run, steps, events.items)
-            written = self._write_spawn(taken, rows, reserve, steps, items, adopt=adopt)
+            written = self._write_spawn(
+                taken, rows, reserve, steps, items, adopt=adopt, quota=quota
+            )
         written = self._as_read(written)  # as the spawn's write read its flag back
         if adopt:
             self._take_child(written, rows[0], found[0][0], definitions[0], group, now)
@@ -875,7 +917,11 @@ class OrmRunStore(DispatchingStore):
         before recording it. The parent stays leased to this worker, its lease renewed,
         until the write is in."""
         rows: list[dict[str, Any]] = []
-        self._child_rows(run, children, found, definitions, [None], group, now, rows, events)
+        _, quota = self._child_rows(
+            run, children, found, definitions, [None], group, now, rows, events
+        )
+        if quota is not None:  # a hire holding none of the quota: only checked, at once
+            self._quota_hold(run, quota)
         run, steps, items = take_pending(run, steps, events.items)
         run = run.changed(released=True)  # by the held write
         parent = run
@@ -900,11 +946,12 @@ class OrmRunStore(DispatchingStore):
         now: Any,
         rows: list[dict[str, Any]],
         events: Events,
-    ) -> Decimal:
+    ) -> tuple[Decimal, Decimal | None]:
         """The new children's rows (into `rows`) and `run.created` events; answers what
-        their own budgets set aside at the run's anchor. A lifetime budget is read under
-        the entity's row lock: inside the transaction then."""
-        reserve = _ZERO
+        their own budgets set aside at the run's anchor, and what the hires among them hold
+        of the workspace's monthly cost quota (None: no hire). A lifetime budget is read
+        under the entity's row lock: inside the transaction then."""
+        reserve, quota = _ZERO, None
         for request, (entity, version), child, limit in zip(
             children, found, definitions, lifetimes, strict=True
         ):
@@ -920,6 +967,12 @@ class OrmRunStore(DispatchingStore):
             limits["limited"] = limits["limited"] or run.limited
             if limits["budget_usd"] is not None and run.budget_anchor is not None:
                 reserve += limits["budget_usd"]
+            state = request.state or {}
+            if hire is not None:  # held until it ends (`_write_end`)
+                held = quota_hold(limits["budget_usd"], run.budget_anchor)
+                quota = (quota or _ZERO) + held
+                if held:
+                    state = {**state, QUOTA_HELD_KEY: str(held)}
             rows.append(
                 {
                     **limits,
@@ -933,7 +986,7 @@ class OrmRunStore(DispatchingStore):
                     "root": run.trace_id,
                     "trace_id": run.trace_id,
                     "parent_step_key": child_step_key(request.step_key, run.iteration, run.attempt),
-                    "state": self.pii.sealed(child, request.state or {}),
+                    "state": self.pii.sealed(child, state),
                     "group_index": request.group_index,
                     "spawn_group": group,
                     "depth": run.depth + 1,
@@ -951,7 +1004,7 @@ class OrmRunStore(DispatchingStore):
             events.items.append(
                 payloads.run_created(str(child_id), entity.name, entity.type, run.id)
             )
-        return reserve
+        return reserve, quota
 
     def _write_spawn(
         self,
@@ -963,12 +1016,19 @@ class OrmRunStore(DispatchingStore):
         *,
         adopt: bool,
         held: bool = False,
+        quota: Decimal | None = None,
     ) -> RunView:
         """The statements of a spawn, inside its transaction (the run as written). A held
-        start's only child's row is left for the child's first write (`_unwritten`)."""
-        # The trace's sequence row, then the runs' rows: one lock order (an entity's row,
-        # for its lifetime budget, comes before both).
+        start's only child's row is left for the child's first write (`_unwritten`).
+        `quota`: what its hires hold of the workspace's monthly cost quota (None: it hires
+        nobody)."""
+        # The trace's sequence row, then the workspace's, then the runs' rows: one lock
+        # order (an entity's row, for its lifetime budget, comes before them).
         append_events(run.trace_id, run.id, self._kept_items(run, items))
+        # Every hire is checked against the workspace's monthly cost quota, and those with
+        # budgets that count against it set them aside there: one statement.
+        if quota is not None:
+            self._quota_hold(run, quota)
         # Children with budgets of their own set them aside at this run's anchor (seed 004):
         # all of them or none, so siblings never overspend it together.
         if reserve and not sql.reserve_budget(run.budget_anchor, reserve).value():
@@ -1011,6 +1071,15 @@ class OrmRunStore(DispatchingStore):
                 )
         self._write_steps(run, steps)
         return written.changed(released=True)
+
+    def _quota_hold(self, run: RunView, amount: Decimal) -> None:
+        """Check hires against the workspace's monthly cost quota and set aside `amount`,
+        what they hold of it (`sql.quota_hold`); LimitReached with the figures when it has
+        no room."""
+        since = month_start(self.clock.now())
+        if not sql.quota_hold(run.workspace_id, amount, since).value():
+            name, limit, spent, held = sql.quota_figures(run.workspace_id, since)
+            raise quota_refused(name, limit, spent=spent, held=held, amount=amount)
 
     def _take_child(
         self,
@@ -1133,6 +1202,8 @@ class OrmRunStore(DispatchingStore):
             self._record_metrics(run, now)
             if run.parent_id is not None and run.budget_anchor == run.id:
                 sql.return_budget(run.id, run.parent_id)  # what it did not use goes back
+            if run.state.get(QUOTA_HELD_KEY):  # a hire: its hold on the workspace's quota
+                sql.quota_release(run.workspace_id, Decimal(run.state[QUOTA_HELD_KEY]))
             if finish.forget is not None:
                 _memory_items(finish.forget).delete()
             if blocked:

@@ -52,7 +52,8 @@ from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 from runs.engine import plan as plans
-from runs.engine.ports import LIMIT_EXCEEDED, VALIDATION_ERROR
+from runs.engine.limits import BUDGET_EXHAUSTED
+from runs.engine.ports import LIMIT_EXCEEDED, TIMEOUT, VALIDATION_ERROR
 from runs.engine.state import ChildRequest, Hire
 
 if TYPE_CHECKING:
@@ -264,3 +265,29 @@ def hire(
     if position != run.cursor or request_of(run.planned()[position]) != request:
         raise ValueError(f"step {step_key!r} is not the DELEGATE step of this hire at the cursor")
     return children.start_children(engine, run, [position])
+
+
+FIRED_BY_LIMIT = "limit"  # a limit of the hirer's (its time limit, its budget) fired it
+FIRED_BY_HIRER = "hirer"  # its hirer ended failed or cancelled
+
+
+def fired_with(run: RunView) -> tuple[str, str] | None:
+    """Why the subordinates `run` hired that are still running are fired as it ends (its
+    status, code and message as it ends): (reason, by), or None when it completed or hired
+    nobody. The store records it on each unfinished run it hired directly (their own hires
+    are only cancelled, as those of a fired run are) and cancels them."""
+    if not int(run.state.get(HIRES_KEY) or 0) or run.status not in ("FAILED", "CANCELLED"):
+        return None
+    who = str(run.definition["identity"]["name"])
+    if run.error_code == TIMEOUT:
+        limits = run.definition["governance"]["execution_limits"]
+        return (
+            f"its hirer {who} passed its time limit (timeout_ms {limits.get('timeout_ms')}, "
+            "or an ancestor's)",
+            FIRED_BY_LIMIT,
+        )
+    if run.error_code in (LIMIT_EXCEEDED, BUDGET_EXHAUSTED):
+        return f"its hirer {who} reached a limit: {run.error_message}", FIRED_BY_LIMIT
+    if run.status == "CANCELLED":
+        return f"its hirer {who} was cancelled", FIRED_BY_HIRER
+    return f"its hirer {who} ended FAILED: {run.error_code}", FIRED_BY_HIRER

@@ -4,6 +4,7 @@ has no room. The stores count and reserve; the rules live here once."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import TypedDict
 
@@ -161,3 +162,65 @@ def hired_limits(limits: RunLimits, budget_usd: Decimal | None, run_id: str) -> 
     own = limits["budget_usd"]
     budget = budget_usd if own is None else min(own, budget_usd)
     return {**limits, "budget_usd": budget, "budget_anchor": run_id}
+
+
+# -- the workspace's monthly cost quota, checked at each hire ------------------------------
+#
+# A root run's start checks both of its workspace's quotas (runs/services.py
+# `_within_quotas`). A hire is checked against the monthly cost quota only: it spends the
+# workspace's money, but it is not a run a person started, so it does not count against
+# `user_monthly_run_quota` (a person's quota counts the runs they start; their run's hires
+# are bounded by its delegation's max_subordinates and by the cost quota).
+
+# A hired subordinate's state: the part of its workspace's monthly cost quota its budget holds
+# while it runs (a string of dollars), given back when it ends.
+QUOTA_HELD_KEY = "_quota_held"
+
+
+def quota_hold(budget_usd: Decimal | None, hirer_anchor: str | None) -> Decimal:
+    """What a hire holds of its workspace's monthly cost quota while it runs: its budget
+    (`budget_usd`, after `hired_limits`) when it has one and its hirer has no budget anchor;
+    else nothing.
+
+    A budget reserved from a budget anchor is inside the anchor's budget, which counted
+    against the quota already when it was given (a root's at its run's start, a hire's when
+    it was hired), so it is not counted twice. (The one budget above a hire that was never
+    counted: a designed child's own max_cost_usd under a root with none; its hires are
+    reserved from it as any other.) A hire with no budget of its own spends its hirer's: it
+    holds nothing, but is still refused once the month's quota is spent."""
+    if hirer_anchor is not None or budget_usd is None:
+        return NOTHING
+    return budget_usd
+
+
+def month_start(now: datetime) -> datetime:
+    """The start of `now`'s calendar month: a monthly quota counts the runs started since."""
+    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def quota_room(quota: Decimal | None, *, spent: Decimal, held: Decimal, amount: Decimal) -> bool:
+    """Whether the workspace's monthly cost quota has room for hires holding `amount`:
+    nothing was spent past it this month (`spent`: what the month's root runs cost), and
+    `amount` fits with what hires under way hold (`held`)."""
+    if quota is None:
+        return True
+    return spent < quota and (not amount or spent + held + amount <= quota)
+
+
+def quota_refused(
+    workspace: str, quota: Decimal, *, spent: Decimal, held: Decimal, amount: Decimal
+) -> LimitReached:
+    """Why the workspace's monthly cost quota refuses a hire (figures as a run's start
+    shows them, runs/services.py `_within_quotas`)."""
+    if spent >= quota:
+        return LimitReached(
+            LIMIT_EXCEEDED,
+            f"{workspace} has spent ${spent.normalize()} of its ${quota.normalize()} monthly "
+            "cost quota; no subordinate is hired until next month or a higher quota",
+        )
+    return LimitReached(
+        LIMIT_EXCEEDED,
+        f"this hire's budget of ${amount.normalize()} would take {workspace} past its "
+        f"${quota.normalize()} monthly cost quota (${spent.normalize()} spent, "
+        f"${held.normalize()} held by subordinates hired with budgets of their own)",
+    )

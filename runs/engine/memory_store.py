@@ -31,8 +31,9 @@ from runs.engine import hitl, versions
 from runs.engine import state as payloads
 from runs.engine.context import InMemoryArtifactStore
 from runs.engine.definition import Definition
-from runs.engine.hiring import hired_fields
+from runs.engine.hiring import fired_with, hired_fields
 from runs.engine.limits import (
+    QUOTA_HELD_KEY,
     LimitReached,
     LimitRow,
     budget_blocks,
@@ -41,7 +42,11 @@ from runs.engine.limits import (
     lifetime_left,
     lifetime_limit,
     lifetime_used,
+    month_start,
     no_room_for_children,
+    quota_hold,
+    quota_refused,
+    quota_room,
     run_limits,
 )
 from runs.engine.observability import child_export_trace, events_kept
@@ -288,6 +293,10 @@ class _World:
         self.artifacts: dict[int, InMemoryArtifactStore] = {}
         self.approvals: dict[tuple[str, str], StoredApproval] = {}
         self.judges: dict[tuple[str, str], dict[str, Any]] = {}
+        # Each workspace's monthly cost quota (as the Workspace row's), and what hires with
+        # budgets of their own hold of it while they run; a workspace not here has none.
+        self.quotas: dict[int, Decimal] = {}
+        self.quota_held: dict[int, Decimal] = {}
         # pii_handling's key when none is given: the ORM store always has the vault's.
         self.cipher = _WorldCipher()
 
@@ -364,6 +373,23 @@ class InMemoryRunStore(DispatchingStore):
             self._world.entities[(workspace, ref)] = entity
             key = (workspace, ref)
             self._world.history[key] = (*self._world.history.get(key, ()), entity)
+
+    def set_monthly_cost_quota(
+        self, quota_usd: Decimal | None, *, workspace_id: int | None = None
+    ) -> None:
+        """Set (None: remove) the workspace's monthly cost quota, which each hire is checked
+        against (as a Workspace row's `monthly_cost_quota_usd`)."""
+        workspace = self.workspace_id if workspace_id is None else workspace_id
+        with self._world.lock:
+            if quota_usd is None:
+                self._world.quotas.pop(workspace, None)
+            else:
+                self._world.quotas[workspace] = Decimal(quota_usd)
+
+    def quota_held(self, workspace_id: int | None = None) -> Decimal:
+        """What hires under way hold of the workspace's monthly cost quota."""
+        workspace = self.workspace_id if workspace_id is None else workspace_id
+        return self._world.quota_held.get(workspace, Decimal(0))
 
     def forget_version(self, ref: str, version: str, *, workspace_id: int | None = None) -> None:
         """Drop the saved definitions of `version` of an entity from its history, and from
@@ -675,7 +701,10 @@ class InMemoryRunStore(DispatchingStore):
             taken = ids[0] if ids and ids[0] in self._taken else None
             return Committed(run, child_ids=tuple(ids), taken=taken)
         if isinstance(transition, Finish):
-            stopped = self._cancel_descendants(run) if transition.stop_descendants else []
+            fired = fired_with(run)  # its unfinished hires are fired with it
+            stopped = (
+                self._cancel_descendants(run, fired) if transition.stop_descendants or fired else []
+            )
             run, woken = self._end(run, transition)
             taken = woken if woken is not None and woken in self._taken else None
             return Committed(run, woken=woken, stopped=tuple(stopped), taken=taken)
@@ -722,9 +751,11 @@ class InMemoryRunStore(DispatchingStore):
                     reserve += row.budget_usd
                 rows.append(row)
                 events.items.append(payloads.run_created(row.id, entity.name, entity.type, run.id))
+            self._hold_quota(run, children, rows, now)  # nothing is written when refused
             if reserve and run.budget_anchor is not None:
                 anchor = self._world.runs[run.budget_anchor]
                 if _room(anchor) < reserve:  # nothing is written, as in a rolled-back commit
+                    self._release_quota(rows)
                     raise no_room_for_children(self._limit_row(anchor), reserve)
                 anchor.reserved_usd += reserve
             run, steps, items = take_pending(run, steps, events.items)
@@ -737,6 +768,45 @@ class InMemoryRunStore(DispatchingStore):
             self._write_steps(run, steps)
             self._append_events(run.trace_id, run.id, items)
             return run.changed(released=True), [row.id for row in rows]
+
+    def _hold_quota(
+        self, run: RunView, children: list[ChildRequest], rows: list[StoredRun], now: datetime
+    ) -> None:
+        """Check the spawn's hires against the workspace's monthly cost quota and set aside
+        what their budgets hold of it (runs/engine/limits.py `quota_hold`), as the ORM
+        store's `quota_hold` does; LimitReached when it has no room."""
+        hires = [(r, row) for r, row in zip(children, rows, strict=True) if r.hire is not None]
+        if not hires:
+            return
+        holds = [quota_hold(row.budget_usd, run.budget_anchor) for _, row in hires]
+        amount = sum(holds, Decimal(0))
+        quota = self._world.quotas.get(run.workspace_id)
+        since = month_start(now)
+        spent = sum(
+            (
+                r.total_cost_usd
+                for r in self._world.runs.values()
+                if r.workspace_id == run.workspace_id
+                and r.parent_id is None
+                and r.created_at >= since
+            ),
+            Decimal(0),
+        )
+        held = self._world.quota_held.get(run.workspace_id, Decimal(0))
+        if not quota_room(quota, spent=spent, held=held, amount=amount):
+            assert quota is not None
+            name = f"workspace {run.workspace_id}"
+            raise quota_refused(name, quota, spent=spent, held=held, amount=amount)
+        for (_, row), hold in zip(hires, holds, strict=True):
+            if hold:  # given back when it ends (`_finish`)
+                row.state = {**row.state, QUOTA_HELD_KEY: str(hold)}
+        self._world.quota_held[run.workspace_id] = held + amount
+
+    def _release_quota(self, rows: list[StoredRun]) -> None:
+        for row in rows:
+            if row.state.get(QUOTA_HELD_KEY):
+                held = self._world.quota_held[row.workspace_id]
+                self._world.quota_held[row.workspace_id] = held - Decimal(row.state[QUOTA_HELD_KEY])
 
     def _child_row(
         self,
@@ -841,6 +911,7 @@ class InMemoryRunStore(DispatchingStore):
                 if parent_anchor is not None:
                     unused = max(row.budget_usd - row.total_cost_usd, Decimal(0))
                     self._world.runs[parent_anchor].reserved_usd -= unused
+            self._release_quota([row])  # a hire's hold on its workspace's quota
             if finish.forget is not None:
                 gone = {m.id for m in self._memory_items(finish.forget)}
                 self._world.memory = [m for m in self._world.memory if m.id not in gone]
@@ -1335,8 +1406,22 @@ class InMemoryRunStore(DispatchingStore):
             rationale = self.pii.kept(run.definition, verdict.get("rationale", ""))
             self._world.judges.setdefault((run.id, key), _json({**verdict, "rationale": rationale}))
 
-    def _cancel_descendants(self, run: RunView) -> list[str]:
+    def _cancel_descendants(self, run: RunView, fired: tuple[str, str] | None) -> list[str]:
+        """Ask the run's unfinished descendants to stop, as it ends; `fired` (reason, by) is
+        recorded on those it hired directly, with a `run.fired` event each (as the ORM
+        store's). A run that was fired itself fires nobody: its hires are cancelled."""
         with self._world.lock:
+            if fired is not None and self._world.runs[run.id].fired_reason is None:
+                reason, by = fired
+                for row in self._world.runs.values():
+                    if (
+                        row.hired_by == run.id
+                        and row.status not in TERMINAL
+                        and row.fired_reason is None
+                    ):
+                        row.fired_reason, row.fired_by = reason, by
+                        fired_event: Event = ("run.fired", {"reason": reason, "by": by})
+                        self._append_events(row.trace_id, row.id, [fired_event])
             found = descendants(run.id, self._unfinished_children)
             for rid in found:
                 self._world.runs[rid].cancel_requested = True

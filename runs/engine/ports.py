@@ -308,7 +308,10 @@ class Schedule:
 @dataclass(frozen=True)
 class Spawn:
     """Child runs of the current step (pinned to each child's current version), the run
-    left WAITING. With `adopt`, the first child is created leased to this store's worker."""
+    left WAITING. With `adopt`, the first child is created leased to this store's worker.
+    The store raises LimitReached, writing nothing, when the children do not fit: their
+    budgets in the run's budget anchor, an entity's cumulative_cost_usd, or (hires) the
+    workspace's monthly cost quota (runs/engine/limits.py `quota_hold`)."""
 
     children: list[ChildRequest]
     steps: list[StepRecord] = field(default_factory=list)
@@ -319,9 +322,10 @@ class Spawn:
 @dataclass(frozen=True)
 class Finish:
     """A terminal run. `stop_descendants`: its unfinished descendants are asked to stop
-    first (a deadline passed). `forget`: a memory scope whose items go with the run (a
-    root's SESSION). With `adopt`, the same commit takes the woken parent's lease for this
-    store's worker when it can."""
+    first (a deadline passed). A run that ends failed or cancelled while subordinates it
+    hired still run fires them (`hiring.fired_with`) and stops its descendants too.
+    `forget`: a memory scope whose items go with the run (a root's SESSION). With `adopt`,
+    the same commit takes the woken parent's lease for this store's worker when it can."""
 
     steps: list[StepRecord] = field(default_factory=list)
     events: Events = field(default_factory=Events)

@@ -6,7 +6,16 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from runs.engine import checkpoints, children, endings, hiring, hitl, planning, thoughts
+from runs.engine import (
+    checkpoints,
+    children,
+    endings,
+    hiring,
+    hitl,
+    limits,
+    planning,
+    thoughts,
+)
 from runs.engine import plan as plans
 from runs.engine.outcomes import Failed, OverBudget
 from runs.engine.ports import (
@@ -26,8 +35,9 @@ if TYPE_CHECKING:
 
 
 # What a run's state keeps of what it was started with: what it inherits, and (a hired
-# subordinate) its role and task (runs/engine/hiring.py).
-STARTS_WITH = (*hitl.CARRIED_KEYS, hiring.ROLE_KEY, hiring.TASK_KEY)
+# subordinate) its role and task (runs/engine/hiring.py) and what it holds of its
+# workspace's monthly cost quota (given back when it ends: runs/engine/limits.py).
+STARTS_WITH = (*hitl.CARRIED_KEYS, hiring.ROLE_KEY, hiring.TASK_KEY, limits.QUOTA_HELD_KEY)
 
 
 def start_run(engine: Engine, run: RunView) -> tuple[RunView, bool]:

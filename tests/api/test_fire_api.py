@@ -166,3 +166,27 @@ def test_the_trace_page_shows_the_hire_escaped(client, olive, acme):
     assert reverse("runs:fire", args=[child.pk]) in text
     tree = client.get(reverse("runs:detail", args=[hirer.pk])).content.decode()
     assert "hired as Market &lt;b&gt;researcher&lt;/b&gt;" in tree
+
+
+def test_a_hirer_cancelled_through_the_api_fires_its_hire_and_the_api_shows_it(api, olive, acme):
+    driver, hirer, child = hiring_run(acme)
+    api.force_login(olive)
+
+    response = api.post(f"/api/v1/runs/{hirer.pk}/cancel")
+    assert response.status_code == 202, response.content
+    driver.queue[:] = [str(hirer.pk)]  # the hirer ends first, its hire still running
+    driver.drain()
+
+    child.refresh_from_db()
+    assert child.status == RunStatus.CANCELLED
+    assert (child.fired_reason, child.fired_by) == ("its hirer coordinator was cancelled", "hirer")
+    fired = AuditRecord.objects.get(action=AuditAction.RUN_FIRED, object_id=str(child.pk))
+    assert fired.after["by"] == "hirer"
+    node = api.get(f"/api/v1/runs/{hirer.pk}/trace").json()["trace_tree"]["children"][0]["node"]
+    assert (node["fired_reason"], node["fired_by"]) == (child.fired_reason, "hirer")
+    (shown,) = api.get(f"/api/v1/runs/{hirer.pk}").json()["child_runs"]
+    assert (shown["status"], shown["fired_reason"], shown["fired_by"]) == (
+        "CANCELLED",
+        child.fired_reason,
+        "hirer",
+    )

@@ -19,7 +19,7 @@ from django.utils import timezone
 from approvals.models import Approval
 from approvals.services import approval_decide, approval_fire_due
 from entities.definition import normalize
-from entities.models import Entity, EntityVersion
+from entities.models import Entity, EntityVersion, Workspace
 from entities.services import entity_save
 from entities.versioning import bump_version, classify
 from governance.safety import SafetyScreening
@@ -164,6 +164,8 @@ class World:
     def cancel(self, run_id: str) -> None: ...
     def fire(self, run_id: str, reason: str) -> None: ...
     def hire_record(self, run_id: str) -> dict[str, Any]: ...
+    def set_monthly_cost_quota(self, quota_usd: Decimal | None) -> None: ...
+    def quota_held(self) -> Decimal: ...
     def flag_only(self, run_id: str) -> None: ...
     def let_time_pass(self, seconds: float) -> None: ...
     def approvals(self, run_id: str) -> list[dict]: ...
@@ -344,6 +346,12 @@ class MemoryWorld(World):
             name: getattr(run, name)
             for name in ("role", "task", "hired_reason", "hired_by", "fired_reason", "fired_by")
         }
+
+    def set_monthly_cost_quota(self, quota_usd: Decimal | None) -> None:
+        self.store.set_monthly_cost_quota(quota_usd)
+
+    def quota_held(self) -> Decimal:
+        return self.store.quota_held()
 
     def flag_only(self, run_id: str) -> None:
         """The run's cancel flag alone, as a cancel sets it before its descendants'."""
@@ -527,6 +535,12 @@ class OrmWorld(World):
             "fired_reason": run.fired_reason,
             "fired_by": run.fired_by,
         }
+
+    def set_monthly_cost_quota(self, quota_usd: Decimal | None) -> None:
+        Workspace.objects.filter(pk=self.workspace.pk).update(monthly_cost_quota_usd=quota_usd)
+
+    def quota_held(self) -> Decimal:
+        return Workspace.objects.get(pk=self.workspace.pk).quota_held_usd
 
     def flag_only(self, run_id: str) -> None:
         """The run's cancel flag alone, as a cancel sets it before its descendants'."""
