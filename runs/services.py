@@ -256,11 +256,14 @@ def _within_quotas(workspace_id: int, user: Any, budget: Decimal | None) -> None
                 f"{workspace.name} has spent ${spent.normalize()} of its ${quota} monthly cost "
                 "quota; no run starts until next month or a higher quota",
             )
-        if budget is not None and spent + budget > quota:
+        # Budgets of subordinates hired under way hold their share too (runs/engine/limits.py).
+        held = workspace.quota_held_usd
+        if budget is not None and spent + held + budget > quota:
+            holding = f", ${held.normalize()} held by hired subordinates" if held else ""
             raise RunRefused(
                 "LIMIT_EXCEEDED",
                 f"this run's budget of ${budget.normalize()} would take {workspace.name} past "
-                f"its ${quota} monthly cost quota (${spent.normalize()} spent)",
+                f"its ${quota} monthly cost quota (${spent.normalize()} spent{holding})",
             )
         if spent >= quota * Decimal("0.9"):
             alert_raise(

@@ -30,18 +30,19 @@ like any child) and the hirer's budget. A refused hire fails the hirer's run wit
 (LIMIT_EXCEEDED or VALIDATION_ERROR); one the budget has no room for blocks or fails the run
 as a child that does not fit does (the entity's on_budget_exhausted).
 
-Entry point for the tool loop's built-in `delegate` tool: `hire(engine, run, step_key,
-HireRequest(...))` starts one subordinate the same way and answers the store's outcome
-(WaitingOnChildren: the run is persisted WAITING, its child joined by `children.join` as a
-child step's; Failed; OverBudget). The step named `step_key` must be a `DELEGATE` step of
-the run's plan at its cursor (`delegate_step` makes one): `children.join` reads the group at
-the cursor. A hire from inside a THOUGHT step's turn therefore needs the loop to put the
-DELEGATE step in the plan at the cursor and resume its turn with the step's result; that
-part belongs to the loop (runs/engine/thoughts.py) and is not built here.
+The reasoning loop hires the same way through its built-in `delegate` tool
+(runs/engine/delegating.py): the same rules, the same child request, its refusals heard by
+the model instead of failing the run.
 
-Firing: runs/services.py `run_fire` (an operator, the API, a FIRE step) cancels the
+Every hire is also checked against the workspace's monthly cost quota in the spawn (a budget
+of its own, when its hirer has no budget, holds its share of the quota until it ends:
+runs/engine/limits.py `quota_hold`).
+
+Firing: runs/services.py `run_fire` (an operator, the API, the console) cancels the
 subordinate with its descendants (`run_cancel`) and records why; the hirer's step then fails
-with `FIRED` and the reason.
+with `FIRED` and the reason (a loop's delegate call returns it to the model). A hirer that
+ends failed or cancelled fires the hires it still has (`fired_with`: by "limit" for its time
+limit or a budget, by "hirer" otherwise).
 """
 
 from __future__ import annotations
@@ -57,8 +58,6 @@ from runs.engine.ports import LIMIT_EXCEEDED, TIMEOUT, VALIDATION_ERROR
 from runs.engine.state import ChildRequest, Hire
 
 if TYPE_CHECKING:
-    from runs.engine.core import Engine
-    from runs.engine.outcomes import Failed, OverBudget, WaitingOnChildren
     from runs.engine.state import RunView
 
 DELEGATE = plans.DELEGATE
@@ -247,24 +246,6 @@ def hired_fields(hire: Hire | None, hirer_id: str) -> dict[str, Any]:
         "hired_reason": hire.reason,
         "hired_by": hirer_id,
     }
-
-
-def hire(
-    engine: Engine, run: RunView, step_key: str, request: HireRequest
-) -> tuple[RunView, WaitingOnChildren | Failed | OverBudget | None]:
-    """Hire one subordinate for the DELEGATE step `step_key` of the run's plan, which must
-    be the step at the run's cursor (the tool loop's `delegate` tool puts one there, made
-    with `delegate_step`, and its turn goes on with the step's result): the run is
-    persisted WAITING on it, its output the step's result once `children.join` collects
-    it, as for a step of a static plan. `request` must be the step's hire (`request_of`).
-    Failed: refused (the run has ended); OverBudget: no room for its budget (nothing was
-    written)."""
-    from runs.engine import children
-
-    position = next(i for i, s in enumerate(run.planned()) if s["key"] == step_key)
-    if position != run.cursor or request_of(run.planned()[position]) != request:
-        raise ValueError(f"step {step_key!r} is not the DELEGATE step of this hire at the cursor")
-    return children.start_children(engine, run, [position])
 
 
 FIRED_BY_LIMIT = "limit"  # a limit of the hirer's (its time limit, its budget) fired it

@@ -96,6 +96,19 @@ def test_a_run_whose_budget_would_pass_the_cost_quota_does_not_start(acme):
     assert "budget of $0.5 would take Acme past its $1.00 monthly cost quota" in str(refused.value)
 
 
+def test_budgets_hired_subordinates_hold_count_against_a_new_runs_start(acme):
+    acme.monthly_cost_quota_usd = Decimal("1.00")
+    acme.quota_held_usd = Decimal("0.60")  # subordinates at work with budgets of their own
+    acme.save()
+    budgeted = EntityFactory(workspace=acme, name="budgeted", max_cost=0.5)
+    with pytest.raises(RunRefused) as refused:
+        run_start(entity=budgeted, input_data={})
+    assert "($0 spent, $0.6 held by hired subordinates)" in str(refused.value)
+    acme.quota_held_usd = Decimal("0.50")
+    acme.save()
+    run_start(entity=budgeted, input_data={})  # $0.50 held + $0.50: the quota exactly
+
+
 def test_a_cost_spike_is_raised_once_against_the_entitys_average(entity):
     for _ in range(5):
         finished(entity, cost="0.010", ago=timedelta(minutes=30))
