@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/engine.py --shape 10,10,10 [--links sequential|parallel]
         [--executor sync|inline|celery] [--workers N] [--latency-ms N] [--governed] [--otlp]
-        [--json] [--profile FILE]
+        [--react K] [--delegate K] [--repeat N] [--json] [--profile FILE]
 
 Builds process → agents → skills → actions of the given shape (3,2,2 is 22 nodes; 5,5,5 is
 156; 10,10,10 is 1,111). Each action makes one model call (the offline model, through
@@ -21,6 +21,17 @@ With --governed the tree runs under a budget and call limits (seed 000 §3.7, ne
 so the difference to a run without shows what checking them costs per node. With --otlp the
 trace is exported as OpenTelemetry spans to a loopback receiver (bench/otlp_sink.py, its own
 process) when the root ends; the sync figures include the export.
+
+With --delegate K (sync; `--repeat 3` for three rounds) every agent of the tree, the second
+level, has a budget of its own and hires K subordinates of a template entity (an action like
+the leaves) through DELEGATE steps of its static plan, each hire with a budget of its own set
+aside from the agent's and what it does not spend returned when it ends. Every agent rather
+than the root alone: a hire nests like any child, and the figures per hire are a difference of
+two whole runs, so the more hires a tree makes (shape 10,1,1 with K 5: 50), the less the
+run-to-run noise weighs on each. Each round runs, in turn, that tree, the same tree with K
+designed child steps of the template instead (a child like any other, spending its agent's
+budget) and with neither, and prints worker CPU, statements and round trips (and the
+database's CPU) per hire, per designed child, and what a hire adds over a designed child.
 
 Prints a summary, or one JSON line with --json: nodes, wall_s, per_node_ms, queries_per_node
 and round_trips_per_node (sync only, where they are counted in this process: queries sent,
@@ -186,6 +197,97 @@ def bundle(shape: list[int], links: str, governed: bool = False, react: int = 0)
 
     make(0, "0")
     return definitions
+
+
+TEMPLATE = "hire_template"  # the entity an agent hires (or, designed, invokes) K times
+HIRE_BUDGET_USD = 0.05  # each hire's budget, set aside from its hirer's while it runs
+HIRER_BUDGET_USD = 10  # each agent's own budget, which its hires are set aside from
+EXTRAS = ("none", "designed", "hired")  # --delegate: the three trees of a round
+
+
+def with_extras(definitions: list[dict], k: int, kind: str) -> list[dict]:
+    """The hierarchy of `bundle` for --delegate: every agent (the second level) has a budget
+    of its own and a static plan that runs its children, then, unless `kind` is "none", K
+    more steps, each a run of the template (an action like the leaves: one model call, one
+    tool call). "hired": K DELEGATE steps (its delegation names the template; each hire with
+    a budget of its own, reserved from the agent's and what it does not spend returned);
+    "designed": K child steps of the template, a child of the agent like any other (it spends
+    the agent's budget). Both sequential, one child run at a time (a DELEGATE step always
+    is), so the only difference is what a hire adds over a designed child."""
+    definitions = [dict(d) for d in definitions]
+    template = {
+        **next(d for d in definitions if d["metadata"]["type"] == "ACTION"),
+        "metadata": {"id": TEMPLATE, "type": "ACTION", "status": "ACTIVE"},
+        "identity": {
+            "name": TEMPLATE,
+            "description": "The entity agents hire",
+            "persona": {"system_prompt": "You are a hired hand."},
+        },
+        "hierarchy": {"children": []},
+        "governance": governance(3, False),
+    }
+    for definition in definitions:
+        if definition["metadata"]["type"] != "AGENT":
+            continue
+        links = list(definition["hierarchy"]["children"])
+        steps = [
+            {
+                "step_id": f"child{i}",
+                "order": i,
+                "name": f"Child {i}",
+                "type": "CHILD_ENTITY_INVOCATION",
+                "target": {"entity_id": link["child_id"]},
+            }
+            for i, link in enumerate(links, start=1)
+        ]
+        for j in range(1, k + 1 if kind != "none" else 1):
+            order = len(links) + j
+            if kind == "hired":
+                hire = {
+                    "role": f"Hand {j}",
+                    "task": f"Look up n for the agent ({j} of {k})",
+                    "reason": "the agent wants a hand",
+                    "budget_usd": HIRE_BUDGET_USD,
+                }
+                target: dict = {"entity_id": TEMPLATE, "hire": hire}
+                steps.append(
+                    {
+                        "step_id": f"hire{j}",
+                        "order": order,
+                        "name": f"Hire {j}",
+                        "type": "DELEGATE",
+                        "target": target,
+                    }
+                )
+            else:
+                steps.append(
+                    {
+                        "step_id": f"extra{j}",
+                        "order": order,
+                        "name": f"Extra {j}",
+                        "type": "CHILD_ENTITY_INVOCATION",
+                        "target": {"entity_id": TEMPLATE},
+                    }
+                )
+        if kind == "designed":
+            links.append({"child_id": TEMPLATE, "relationship": "SEQUENTIAL"})
+        limits = dict(definition["governance"])
+        limits["cost_controls"] = {"max_cost_usd": HIRER_BUDGET_USD}
+        definition.update(
+            hierarchy={"children": links},
+            governance=limits,
+            planning={"static_plan": {"enabled": True, "steps": steps}},
+            capabilities={
+                **definition["capabilities"],
+                "delegation": {
+                    "enabled": kind == "hired",
+                    "templates": [TEMPLATE] if kind == "hired" else [],
+                    "max_subordinates": max(k, 1),
+                    "max_budget_usd_each": HIRE_BUDGET_USD,
+                },
+            },
+        )
+    return [template, *definitions]
 
 
 def rows_in_trace(trace_id: uuid.UUID) -> int:
@@ -506,6 +608,16 @@ def main() -> None:
         help="each leaf a REACT agent with K tools: its reasoning loop calls all K in one turn, "
         "then answers (two model calls and K tool calls a leaf, instead of a TOOL_CALL step)",
     )
+    parser.add_argument(
+        "--delegate",
+        type=int,
+        default=0,
+        metavar="K",
+        help="sync only: each agent (the second level) hires K subordinates through DELEGATE "
+        "steps, each with a budget set aside from the agent's own; run in turn with the same "
+        "tree with K designed child steps of the same entity instead and with neither, --repeat "
+        "rounds, and print what a hire and a designed child cost and what hiring adds",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--profile",
@@ -525,6 +637,10 @@ def main() -> None:
     shape = [int(n) for n in args.shape.split(",")]
     if args.repeat < 1 or (args.repeat > 1 and args.executor != "sync"):
         parser.error("--repeat takes a positive number, and more than 1 only with sync")
+    if args.delegate and (args.executor != "sync" or args.otlp or args.profile or args.react):
+        parser.error("--delegate runs sync, without --otlp, --profile or --react")
+    if args.delegate < 0 or (args.delegate and len(shape) < 2):
+        parser.error("--delegate takes 0 or more, and a shape with agents (two levels or more)")
 
     if args.latency_ms < 0:
         parser.error("--latency-ms takes 0 or more")
@@ -533,6 +649,9 @@ def main() -> None:
         "LATENCY_MS": args.latency_ms,
     }
     call_command("migrate", verbosity=0)
+    if args.delegate:
+        delegate_main(args, shape)
+        return
     sink = otlp_sink_start() if args.otlp else None
     workspace = Workspace.objects.create(name="bench", slug=f"bench-{uuid.uuid4().hex[:8]}")
     definitions = bundle(shape, args.links, args.governed, args.react)
@@ -592,6 +711,93 @@ def main() -> None:
         worker.wait(timeout=30)
     otlp_finish(sink, run)
     report(args, nodes, run, queries, wall, worker_rss, sampled, worker_cpu)
+
+
+def delegate_main(args: argparse.Namespace, shape: list[int]) -> None:
+    """--delegate K: rounds (--repeat, 3 advised) of three trees run in turn, sync, each in a
+    workspace of its own (`with_extras`): agents with no extra step, with K designed child
+    steps of the template, with K hires of it. What a hire costs is the hired tree's figures
+    less the plain tree's, over the hires; a designed child's, the same for the designed
+    tree; what hiring adds, the hired tree's less the designed tree's."""
+    roots = {}
+    for kind in EXTRAS:
+        workspace = Workspace.objects.create(name=kind, slug=f"{kind}-{uuid.uuid4().hex[:8]}")
+        definitions = with_extras(bundle(shape, args.links, args.governed), args.delegate, kind)
+        entities_import(workspace=workspace, definitions=definitions)
+        roots[kind] = Entity.objects.get(workspace=workspace, name="process0")
+    for kind in EXTRAS:  # a round first, not counted: what a process does once is not a hire's
+        run_sync(roots[kind])
+    rounds: list[dict[str, dict]] = []
+    for index in range(args.repeat):
+        measured = {}
+        for kind in EXTRAS:
+            run, round_trips, wall = run_sync(roots[kind])
+            if run.status != "COMPLETED":
+                raise SystemExit(f"the {kind} tree ended {run.status}: {run.error_message}")
+            measured[kind] = {
+                "cpu_ms": CPU["spent"] * 1000,
+                "db_cpu_ms": CPU["database"] * 1000 if "database" in CPU else None,
+                "statements": COUNTED["queries"],
+                "round_trips": round_trips,
+                "wall_ms": wall * 1000,
+                "runs": Run.objects.filter(trace_id=run.trace_id).count(),
+                "hires": Run.objects.filter(trace_id=run.trace_id, hired_by__isnull=False).count(),
+            }
+        rounds.append(measured)
+        if not args.json:
+            print(f"round {index + 1}: " + "; ".join(_tree_line(k, measured[k]) for k in EXTRAS))
+    extras = rounds[0]["hired"]["hires"]
+    if extras != rounds[0]["designed"]["runs"] - rounds[0]["none"]["runs"] or not extras:
+        raise SystemExit(f"expected as many hires as designed children: {rounds[0]}")
+    figures = {"database": connection.vendor, "shape": args.shape, "delegate": args.delegate}
+    figures["extra_runs"] = extras
+    for name, minus, plus in (
+        ("designed_child", "none", "designed"),
+        ("hire", "none", "hired"),
+        ("hire_over_designed", "designed", "hired"),
+    ):
+        figures[name] = {
+            measure: [
+                round((r[plus][measure] - r[minus][measure]) / extras, 2)
+                for r in rounds
+                if r[plus][measure] is not None
+            ]
+            for measure in ("cpu_ms", "db_cpu_ms", "statements", "round_trips", "wall_ms")
+        }
+    figures["rounds"] = rounds
+    if args.json:
+        print(json.dumps(figures))
+        return
+    print(
+        f"{extras} extra child runs a tree ({args.delegate} a agent, shape {args.shape}) on "
+        f"{connection.vendor}; per extra run, median of {args.repeat} rounds (each round's):"
+    )
+    for name, label in (
+        ("designed_child", "a designed child step"),
+        ("hire", "a hire (DELEGATE step)"),
+        ("hire_over_designed", "what a hire adds"),
+    ):
+        per = figures[name]
+        print(
+            f"  {label}: "
+            + ", ".join(
+                f"{statistics.median(per[m]):.2f} {unit} ({', '.join(f'{v:g}' for v in per[m])})"
+                for m, unit in (
+                    ("cpu_ms", "ms worker CPU"),
+                    ("statements", "statements"),
+                    ("round_trips", "round trips"),
+                    ("db_cpu_ms", "ms database CPU"),
+                )
+                if per[m]
+            )
+        )
+
+
+def _tree_line(kind: str, measured: dict) -> str:
+    return (
+        f"{kind} {measured['runs']} runs, {measured['cpu_ms']:.0f} ms CPU, "
+        f"{measured['statements']} statements, {measured['round_trips']} round trips"
+    )
 
 
 def otlp_sink_start() -> subprocess.Popen:
