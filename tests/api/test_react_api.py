@@ -48,3 +48,48 @@ def test_a_react_agent_run_through_the_api_looks_things_up_then_answers(api, acm
         "weather_lookup",
         None,
     ]
+
+
+@postgresql_only("hires through the API, on the production database")
+@pytest.mark.django_db(transaction=True)
+def test_a_coordinator_run_through_the_api_hires_and_its_trace_shows_each_hire(api, acme, settings):
+    settings.HIERARCH_EXECUTOR = "inline"
+    EntityFactory(
+        workspace=acme,
+        name="writer",
+        type="SKILL",
+        identity={"description": "Writes one <b>part</b> of an announcement"},
+        io_contract=io({"task": "string"}, text="string"),
+    )
+    coordinator = EntityFactory(
+        workspace=acme,
+        name="coordinator",
+        type="AGENT",
+        max_cost=1.0,
+        logic_gate=REACT,
+        capabilities={
+            "delegation": {"enabled": True, "templates": ["writer"], "max_budget_usd_each": 0.1}
+        },
+        io_contract=io({"brief": "string"}, answer="string"),
+    )
+    api.force_login(operator(acme))
+    brief = {"brief": "Write the headline. Write the <script>body</script>."}
+
+    response = api.post(
+        execute_url(coordinator), {"input_data": brief, "execution_options": {"async": False}}
+    )
+
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["status"] == "COMPLETED", body
+    hires = body["child_runs"]
+    assert [(h["role"], h["status"]) for h in hires] == [("Writer", "COMPLETED")] * 2
+    assert hires[1]["task"].startswith("Write the <script>body</script>.")  # as given: JSON
+    trace = api.get(f"/api/v1/runs/{body['run_id']}/trace").json()["trace_tree"]
+    assert trace["node"]["budget_usd"] == 1.0
+    nodes = [child["node"] for child in trace["children"]]
+    assert [(n["role"], n["budget_usd"]) for n in nodes] == [("Writer", 0.1), ("Writer", 0.1)]
+    assert all(n["hired_reason"].startswith("part ") for n in nodes)
+    assert len(trace["node"]["llm_calls"]) == 2  # hired, then answered with their work
+    run = Run.objects.get(pk=body["run_id"])
+    assert run.reserved_usd == 0  # what the hires did not spend came back
