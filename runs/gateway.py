@@ -42,6 +42,7 @@ from runs.engine.ports import (
     ModelReply,
     ModelRequest,
 )
+from runs.engine.storable import storable
 
 OFFLINE_PROVIDER = "local"
 OFFLINE_DEFAULTS: dict[str, Any] = {
@@ -265,16 +266,17 @@ class LiteLLMGateway:
             raise ModelError(f"{where} answered with no choices", code=LLM_ERROR, retryable=True)
         choice = response.choices[0]
         message = choice.message
-        content = message.content or ""
+        # Text the database cannot store (NUL, a lone surrogate) is replaced, not refused.
+        content = storable(message.content or "")
         prompt_tokens, completion_tokens = self._usage(request, response, content)
         tool_calls = getattr(message, "tool_calls", None) or []
-        called = _functions_called(where, request, tool_calls)
+        called = storable(_functions_called(where, request, tool_calls))
         tool_name, tool_arguments = (
             (called[0]["name"], called[0]["arguments"]) if called else (None, None)
         )
         parsed: Any = None
         if request.response_schema is not None and tool_name is None:
-            parsed = _decode_json(where, content)
+            parsed = storable(_decode_json(where, content))
             _validate(where, parsed, request.response_schema)
         raw: dict[str, Any] = {
             "id": getattr(response, "id", None),
@@ -283,10 +285,12 @@ class LiteLLMGateway:
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
         }
         if tool_calls:
-            raw["tool_calls"] = [
-                {"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
-                for c in tool_calls
-            ]
+            raw["tool_calls"] = storable(
+                [
+                    {"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+                    for c in tool_calls
+                ]
+            )
         return ModelReply(
             content=content,
             prompt_tokens=prompt_tokens,

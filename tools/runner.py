@@ -47,6 +47,7 @@ from runs.engine.ports import (
     ToolInvocation,
     ToolResult,
 )
+from runs.engine.storable import storable
 from tools.access import DEFAULT_ACCESS, ToolAccess
 from tools.builtin import BUILTINS, Builtin, Replayed, ToolContext
 from tools.builtin.base import check_arguments
@@ -286,7 +287,8 @@ def _call_pool() -> ThreadPoolExecutor:
 def _as_json(output: Any, tool_id: str) -> Any:
     """The output exactly as it will be stored and replayed (tuples become lists, no NaN)."""
     try:
-        return json.loads(json.dumps(output, allow_nan=False))
+        # Text the database cannot store (NUL, a lone surrogate) is replaced, not refused.
+        return storable(json.loads(json.dumps(output, allow_nan=False)))
     except (TypeError, ValueError) as exc:
         raise ToolError(
             f"tool {tool_id} returned a result that is not JSON ({exc})", permanent=True

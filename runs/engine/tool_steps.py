@@ -23,6 +23,7 @@ from runs.engine.state import (
     RunView,
     StepRecord,
 )
+from runs.engine.storable import storable
 from runs.engine.thoughts import NOT_LOGGED
 
 if TYPE_CHECKING:
@@ -227,11 +228,12 @@ def _finish(
 ) -> tuple[RunView, Completed | Failed]:
     """After a call: recorded the moment it returned, its failure as the step's."""
     if isinstance(result, ToolError):
-        error = thoughts.protect(engine, run, str(result))
+        message = storable(str(result))  # it may quote what a server answered
+        error = thoughts.protect(engine, run, message)
         run = engine._record(run, ToolCall(record, pending.logged, None, error, pending.reserved))
         return run, Failed(
             result.code,
-            str(result),
+            message,
             retryable=not result.permanent,
             retry_after_s=getattr(result, "retry_after_s", None),
         )

@@ -39,6 +39,8 @@ class Server:
                 began = time.monotonic()
                 time.sleep(PAUSE_S)
                 body = json.dumps({"path": self.path}).encode()
+                if self.path == "/nul":  # text no database column takes, escaped in JSON
+                    body = b'{"x": "a\\u0000b", "\\ud800": 1}'
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -134,3 +136,14 @@ def test_a_write_call_between_reads_keeps_its_place(world, server):
     assert len(spans) == 3
     for (_, _, ended), (_, began, _) in zip(spans, spans[1:], strict=False):
         assert began >= ended  # one READ on each side of the WRITE: nothing to overlap
+
+
+def test_a_server_that_answers_nul_or_a_lone_surrogate_is_recorded_and_heard(world, server):
+    analyst(world, fetcher("fetch_prices", "prices"))
+    run = world.run("analyst", {"url": server.url("/nul"), "question": QUESTION})
+
+    assert world.status(run) == "COMPLETED", world.error(run)
+    (call,) = world.tool_calls(run)
+    assert call.success  # its record was written
+    answer = world.output(run)["answer"]
+    assert '"body": {"x": "a\ufffdb", "\ufffd": 1}' in answer

@@ -167,6 +167,22 @@ def test_tools_in_the_openai_wrapper_pass_as_they_are(gateway, ask, openai_serve
     assert sent["tools"] == [wrapped] and sent["tool_choice"] == "auto"
 
 
+def test_text_the_database_cannot_store_comes_back_replaced(gateway, ask, openai_server):
+    """A provider may send NUL or a lone surrogate (escaped in its JSON): each becomes U+FFFD
+    in the text, the decoded answer and a tool call's arguments, keys included."""
+    openai_server.reply_text("a\x00b \ud800")
+    assert gateway.complete(ask()).content == "a\ufffdb \ufffd"
+
+    openai_server.reply_json({"script": "x\x00", "duration_seconds": 20})
+    reply = gateway.complete(ask(response_schema=SCRIPT_SCHEMA, purpose="THOUGHT"))
+    assert reply.parsed == {"script": "x\ufffd", "duration_seconds": 20}
+
+    openai_server.reply_tool_call("render_video", {"script": "\ud800", "k\x00": 1})
+    reply = gateway.complete(ask(tools=(RENDER_TOOL,), tool_choice="render_video"))
+    assert reply.tool_arguments == {"script": "\ufffd", "k\ufffd": 1}
+    assert "\x00" not in str(reply.raw)  # the raw arguments keep the escape, as text
+
+
 def test_tool_arguments_that_are_not_json_are_a_retryable_error(gateway, ask, openai_server):
     openai_server.reply_tool_call("render_video", '{"script": "unterminated')
     with pytest.raises(ModelError) as caught:
