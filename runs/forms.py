@@ -195,7 +195,7 @@ class JSONField(forms.CharField):
         return json.dumps(value, indent=2, ensure_ascii=False)
 
 
-class LinesField(forms.CharField):
+class LinesField(JSONField):
     """A list of texts, one per line (blank lines dropped); a JSON list typed in is taken as
     it is. Empty means "not given"."""
 
@@ -207,23 +207,17 @@ class LinesField(forms.CharField):
         super().__init__(strip=False, **kwargs)
 
     def to_python(self, value: Any) -> Any:
-        text = super().to_python(value)
+        text = forms.CharField.to_python(self, value)
         if text in self.empty_values or not text.strip():
             return None
         if text.lstrip().startswith("["):
             return form_json_loads(text)
         return [line.strip() for line in text.splitlines() if line.strip()]
 
-    def validate(self, value: Any) -> None:
-        if value is None and self.required:
-            raise forms.ValidationError(self.error_messages["required"], code="required")
-
     def prepare_value(self, value: Any) -> Any:
-        if isinstance(value, str) or value is None:
-            return value
         if isinstance(value, list) and all(isinstance(v, str) and "\n" not in v for v in value):
             return "\n".join(value)
-        return json.dumps(value, ensure_ascii=False)
+        return super().prepare_value(value)
 
 
 class ChoiceOfValues(forms.ChoiceField):

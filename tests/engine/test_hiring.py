@@ -6,20 +6,17 @@ hire with a clear reason; a fired subordinate fails its hirer's step with FIRED.
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.db import connection
 
 from runs import services
 from runs.engine import hiring
 from tests.factories import WorkspaceFactory
 from tests.marks import postgresql_only
 from tests.support.runs import io, step
-from tests.support.worlds import OrmWorld, World
+from tests.support.worlds import OrmWorld, World, advance_at_once
 
 
 @pytest.fixture
@@ -294,17 +291,7 @@ def test_two_workers_hiring_at_once_never_overshoot_the_budget(monkeypatch):
         hirers = world.children(root)
         for hirer in hirers:
             world.queue.remove(hirer)
-        barrier = threading.Barrier(len(hirers))
-
-        def advance(hirer: str, start: threading.Barrier = barrier) -> None:
-            try:
-                start.wait()
-                world.engine().advance(hirer)
-            finally:
-                connection.close()
-
-        with ThreadPoolExecutor(len(hirers)) as pool:
-            list(pool.map(advance, hirers))
+        advance_at_once(world, hirers)
 
         hired = [c for h in hirers for c in world.children(h)]
         assert len(hired) == 1

@@ -6,8 +6,6 @@ subordinates still running fires them, with why and who (its time limit or budge
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from typing import Any
 
@@ -28,7 +26,7 @@ from tests.factories import WorkspaceFactory
 from tests.factories import definition as factory_definition
 from tests.marks import postgresql_only
 from tests.support.runs import io, step
-from tests.support.worlds import OrmWorld, World
+from tests.support.worlds import OrmWorld, World, advance_at_once
 
 
 @pytest.fixture
@@ -183,17 +181,7 @@ def test_two_hires_at_once_never_both_take_the_last_of_the_quota(monkeypatch):
         Workspace.objects.filter(pk=workspace.pk).update(
             monthly_cost_quota_usd=_month_spent(workspace) + Decimal("1")
         )
-        barrier = threading.Barrier(len(hirers))
-
-        def advance(run_id: str, start: threading.Barrier = barrier) -> None:
-            try:
-                start.wait()
-                world.engine().advance(run_id)
-            finally:
-                connection.close()
-
-        with ThreadPoolExecutor(len(hirers)) as pool:
-            list(pool.map(advance, hirers))
+        advance_at_once(world, hirers)
 
         hired = [c for h in hirers for c in world.children(h)]
         assert len(hired) == 1
