@@ -109,7 +109,9 @@ def as_budget(value: Any) -> Decimal | None | str:
         budget = Decimal(str(value))
     except (InvalidOperation, ValueError):
         return f"budget_usd {value!r} is not a number"
-    if not budget.is_finite() or budget <= 0:
+    if not budget.is_finite():
+        return f"budget_usd {value!r} is not a finite amount"
+    if budget <= 0:
         return f"budget_usd {value!r} must be more than 0"
     return budget
 

@@ -16,6 +16,11 @@ def test_nul_and_lone_surrogates_become_the_replacement_character_anywhere():
     }
 
 
+def test_numbers_json_has_not_become_their_names():
+    value = {"big": float("inf"), "small": [float("-inf")], "odd": float("nan"), "ok": 1e300}
+    assert storable(value) == {"big": "Infinity", "small": ["-Infinity"], "odd": "NaN", "ok": 1e300}
+
+
 def test_a_clean_value_is_the_same_object():
     value = {"text": "Grüße 👋", "list": [1, 2.5, None, True, {"k": "v"}]}
     assert storable(value) is value

@@ -134,6 +134,29 @@ class FakeOpenAIServer:
         }
         self._queue(self._completion(message, "tool_calls", prompt_tokens, completion_tokens))
 
+    def reply_tool_calls(
+        self, calls: list[tuple[str, dict[str, Any] | str]], *, prompt_tokens: int = 40
+    ) -> None:
+        """Several calls in one answer (a reasoning loop's turn), each (name, arguments)."""
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{next(self._ids)}",
+                    "type": "function",
+                    "function": {
+                        "name": name,
+                        "arguments": arguments
+                        if isinstance(arguments, str)
+                        else json.dumps(arguments),
+                    },
+                }
+                for name, arguments in calls
+            ],
+        }
+        self._queue(self._completion(message, "tool_calls", prompt_tokens, 15 * len(calls)))
+
     def reply_error(
         self,
         status: int,

@@ -3,6 +3,8 @@ families and a message a designer understands, and keeps every row written so fa
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from entities.models import ChildLink, Entity, PlanStep
@@ -101,3 +103,59 @@ def test_a_model_that_answers_invalid_json_fails_the_step_with_llm_error(
     assert "sk-test-not-a-real-key" not in run.error_message
     assert StepRun.objects.filter(run=run).count() == 2  # the first attempt and one retry
     assert len(openai_server.requests) == 2
+
+
+def test_a_real_models_hostile_delegate_calls_are_refused_one_by_one_and_heard(
+    db, acme, openai_server, monkeypatch
+):
+    """A provider's model asks the delegate tool for what may not be hired: a template the
+    entity does not have, a budget that is no number or no amount, text no column stores, an
+    empty role. Each call is refused with its reason and the model reads them all; the one
+    good hire of the turn is made, with its text made storable and bounded."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    monkeypatch.setenv("OPENAI_API_BASE", openai_server.base_url)
+    EntityFactory(
+        workspace=acme,
+        name="writer",
+        type="SKILL",
+        io_contract=io({"task": "string"}, text="string"),
+    )
+    coordinator = EntityFactory(
+        workspace=acme,
+        name="lead",
+        type="AGENT",
+        max_cost=1.0,
+        logic_gate={
+            "reasoning_config": {
+                "model_provider": "openai",
+                "model_name": "gpt-4o-mini",
+                "reasoning_mode": "REACT",
+            }
+        },
+        capabilities={"delegation": {"enabled": True, "templates": ["writer"]}},
+        io_contract=io(None, answer="string"),
+    )
+    good = {"template": "writer", "role": "Wri\x00ter " * 50, "task": "t" * 9000, "reason": "r"}
+    openai_server.reply_tool_calls(
+        [
+            ("delegate", {"template": "ghost", "role": "r", "task": "t", "reason": ""}),
+            ("delegate", {"template": "writer", "role": "r", "task": "t", "budget_usd": "lots"}),
+            ("delegate", {"template": "writer", "role": "r", "task": "t", "budget_usd": 1e400}),
+            ("delegate", {"template": "writer", "role": "", "task": "t", "reason": ""}),
+            ("delegate", good),
+        ]
+    )
+    openai_server.reply_json({"answer": "done"})  # the lead, once it read the results
+    run = Driver().run(coordinator, {})  # the writer answers with the offline model
+    assert run.status == "COMPLETED", (run.error_code, run.error_message)
+    (hired,) = Run.objects.filter(parent=run)
+    assert hired.role == ("Wri\ufffdter " * 50).strip()[:200]
+    assert len(hired.task) == 4000
+    heard = json.dumps(openai_server.requests[-1].messages)
+    for reason in (
+        "may not hire 'ghost': it is not one of its delegation templates (writer)",
+        "budget_usd 'lots' is not a number",
+        "budget_usd 'Infinity' is not a finite amount",  # 1e400: JSON has no such number
+        "a hire of 'writer' needs a role and a task",
+    ):
+        assert reason in heard
