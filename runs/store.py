@@ -1398,6 +1398,8 @@ class OrmRunStore(DispatchingStore):
                 run, step, call_key, request, reply, prompt, tokens, steps, items, reserved
             )
         except IntegrityError:
+            if not LLMCall.objects.filter(call_key=call_key).exists():
+                raise  # a row the database refuses: a bug to end the run with, not a race
             # The same call was recorded by a worker that took the run over: this one is late.
             raise LeaseLost(f"run {run.id}: another worker recorded {call_key}") from None
         return self._as_read(run)
