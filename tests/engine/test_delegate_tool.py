@@ -315,3 +315,23 @@ def test_the_delegate_tool_is_offered_under_its_own_name_with_the_templates():
 )
 def test_a_delegate_call_that_is_no_hire_says_why(arguments, problem):
     assert problem in delegating.request_of(arguments)
+
+
+def test_a_hirer_past_its_time_limit_while_it_waits_fires_its_hires(world):
+    writers(world)
+    coordinator(world, governance={"execution_limits": {"timeout_ms": 60_000}})
+    run = world.start("coordinator", BRIEF)
+    world.advance(world.queue.pop(0))  # hires, and waits
+    headline, body = world.children(run)
+    world.queue.clear()
+
+    world.let_time_pass(120)
+    world.advance(run)  # the hirer finds its deadline passed
+    world.advance_all()
+
+    assert world.error(run)[0] == "TIMEOUT"
+    assert world.step_statuses(run) == [("Answer", 1, "FAILED")]
+    for hired in (headline, body):
+        assert world.status(hired) == "CANCELLED"
+        assert world.hire_record(hired)["fired_by"] == "limit"
+    assert world.budget(run)[1] == 0  # their budgets came back
