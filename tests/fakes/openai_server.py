@@ -120,24 +120,19 @@ class FakeOpenAIServer:
         prompt_tokens: int = 40,
         completion_tokens: int = 15,
     ) -> None:
-        encoded = arguments if isinstance(arguments, str) else json.dumps(arguments)
-        message = {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": f"call_{next(self._ids)}",
-                    "type": "function",
-                    "function": {"name": name, "arguments": encoded},
-                }
-            ],
-        }
-        self._queue(self._completion(message, "tool_calls", prompt_tokens, completion_tokens))
+        self.reply_tool_calls(
+            [(name, arguments)], prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
 
     def reply_tool_calls(
-        self, calls: list[tuple[str, dict[str, Any] | str]], *, prompt_tokens: int = 40
+        self,
+        calls: list[tuple[str, dict[str, Any] | str]],
+        *,
+        prompt_tokens: int = 40,
+        completion_tokens: int | None = None,
     ) -> None:
-        """Several calls in one answer (a reasoning loop's turn), each (name, arguments)."""
+        """One answer that calls functions (several: a reasoning loop's turn), each given as
+        (name, arguments: a dict sent as JSON, or a string sent as it is)."""
         message = {
             "role": "assistant",
             "content": None,
@@ -155,7 +150,8 @@ class FakeOpenAIServer:
                 for name, arguments in calls
             ],
         }
-        self._queue(self._completion(message, "tool_calls", prompt_tokens, 15 * len(calls)))
+        spent = 15 * len(calls) if completion_tokens is None else completion_tokens
+        self._queue(self._completion(message, "tool_calls", prompt_tokens, spent))
 
     def reply_error(
         self,
