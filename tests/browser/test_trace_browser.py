@@ -105,6 +105,8 @@ def test_the_tree_fills_in_live_and_a_models_xss_answer_is_shown_as_text(
     page.fill("#id_username", "alice")
     page.fill("#id_password", "password")
     page.click("input[type=submit]")
+    # The trace page's script is deferred: a click before it ran would do nothing.
+    page.wait_for_url(lambda url: "/admin/login/" not in url, wait_until="load")
     root_row = page.locator(f"#row-{run.pk}")
     expect(root_row).to_contain_text("campaign")
     expect(root_row.locator("[data-status]")).to_have_text("Paused")
@@ -170,6 +172,8 @@ def test_a_collapsed_subtree_opens_on_demand_and_a_deep_link_opens_its_path(
     page.fill("#id_username", "alice")
     page.fill("#id_password", "password")
     page.click("input[type=submit]")
+    # The trace page's script is deferred: a click before it ran would do nothing.
+    page.wait_for_url(lambda url: "/admin/login/" not in url, wait_until="load")
     expect(page.locator(f"#node-{agent.pk}")).to_be_visible()
     expect(page.locator(f"#node-{action.pk}")).to_have_count(0)  # collapsed
     page.click(f"#row-{agent.pk} button[data-toggle=children]")
@@ -192,6 +196,8 @@ def sign_in(page, next_url: str) -> None:
     page.fill("#id_username", "alice")
     page.fill("#id_password", "password")
     page.click("input[type=submit]")
+    # The trace page's script is deferred: a click before it ran would do nothing.
+    page.wait_for_url(lambda url: "/admin/login/" not in url, wait_until="load")
 
 
 def test_the_header_says_live_while_the_run_goes_and_ended_once_it_ends_also_after_a_reload(
