@@ -670,11 +670,12 @@ class RunFire(APIView):
     @extend_schema(
         tags=["runs"],
         summary="Fire a hired subordinate",
-        description="Fires a subordinate its hirer hired at run time (a DELEGATE step): it is "
-        "cancelled with its descendants, the firing recorded on it (fired_reason, fired_by) "
-        "and audited, and its hirer's step fails with FIRED and the reason (its ON_FAILURE "
-        "checkpoint applies). A run that was not hired, or has ended, is a 409 CONFLICT. "
-        "Needs the operator role.",
+        description="Fires a subordinate its hirer hired at run time (a DELEGATE step, or "
+        "the delegate tool of its reasoning loop): it is cancelled with its descendants, the "
+        "firing recorded on it (fired_reason, fired_by) and audited. A DELEGATE step then "
+        "fails with FIRED and the reason (its ON_FAILURE checkpoint applies); a delegate call "
+        "returns that error to the hirer's model, which goes on. A run that was not hired, or "
+        "has ended, is a 409 CONFLICT. Needs the operator role.",
         request=FireRequestSerializer,
         responses={202: FireAnswerSerializer, **error_responses(400, 403, 404, 409)},
     )

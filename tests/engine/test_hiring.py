@@ -178,9 +178,8 @@ def test_a_hire_deeper_than_max_recursion_depth_is_refused(world):
     assert "max_recursion_depth 0" in message
 
 
-def test_parallel_hirers_racing_for_the_last_of_the_budget_never_overshoot(world):
-    """Two hirers under one budget of $1 each hire for $0.6: the first spawn reserves it,
-    the second finds no room and is refused; what is set aside never passes the budget."""
+def racing_hirers(world: World) -> None:
+    """`root` ($1) starts `left` and `right` in parallel; each hires a specialist for $0.6."""
     specialist(world)
     for name in ("left", "right"):
         world.add(
@@ -200,6 +199,12 @@ def test_parallel_hirers_racing_for_the_last_of_the_budget_never_overshoot(world
             {"child_id": "right", "relationship": "PARALLEL"},
         ],
     )
+
+
+def test_parallel_hirers_racing_for_the_last_of_the_budget_never_overshoot(world):
+    """Two hirers under one budget of $1 each hire for $0.6: the first spawn reserves it,
+    the second finds no room and is refused; what is set aside never passes the budget."""
+    racing_hirers(world)
     root = world.start("root", {})
     world.advance(world.queue.pop(0))  # the root starts both hirers
     hirers = world.children(root)
@@ -266,25 +271,7 @@ def test_two_workers_hiring_at_once_never_overshoot_the_budget(monkeypatch):
     # The test's threads are the only workers: starts are not handed to the executor.
     monkeypatch.setattr(services, "enqueue", lambda run_id: None)
     world = OrmWorld(WorkspaceFactory(slug="race"))
-    specialist(world)
-    for name in ("left", "right"):
-        world.add(
-            name,
-            "AGENT",
-            capabilities={"delegation": {"enabled": True, "templates": ["specialist"]}},
-            planning={
-                "static_plan": {"enabled": True, "steps": [hire_step(1, f"{name} hand", "Go", 0.6)]}
-            },
-        )
-    world.add(
-        "root",
-        "AGENT",
-        max_cost=1.0,
-        children=[
-            {"child_id": "left", "relationship": "PARALLEL"},
-            {"child_id": "right", "relationship": "PARALLEL"},
-        ],
-    )
+    racing_hirers(world)
     for _ in range(ROUNDS):
         root = world.start("root", {})
         world.advance(world.queue.pop(0))
